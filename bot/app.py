@@ -1,0 +1,116 @@
+"""Bolt wiring: listeners parse payloads at the edge and hand typed actions to the engine.
+
+Every listener acks first (Slack's 3-second limit), except view submissions, whose ack carries
+validation errors; their slow part (Redis + Slack) runs after the ack.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.engine import Engine
+from bot.ids import ACTION_CHOOSE, ACTION_DECLINE, ACTION_NOOP, ACTION_OPEN, ACTION_OTHER, VIEW_FORM, VIEW_OTHER, AskRef
+from bot.interactions import parse_block_action, parse_view_submission
+
+__all__ = ["build_app", "find_ask_ref"]
+
+log = logging.getLogger(__name__)
+
+
+def find_ask_ref(blocks: Any) -> AskRef | None:
+    """The ask a message carried, read back from its buttons' values (for deleted-message events)."""
+    if not isinstance(blocks, list):
+        return None
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        elements = list(block.get("elements") or [])
+        if isinstance(block.get("accessory"), dict):
+            elements.append(block["accessory"])
+        for element in elements:
+            if isinstance(element, dict) and str(element.get("action_id", "")).startswith("slack_ask:"):
+                ref = AskRef.decode(str(element.get("value") or ""))
+                if ref is not None:
+                    return ref
+    return None
+
+
+def build_app(engine: Engine, *, client: AsyncWebClient, signing_secret: str | None, socket_mode: bool) -> AsyncApp:
+    app = AsyncApp(
+        client=client,
+        # Socket Mode payloads arrive over an authenticated WebSocket; HTTP requests are always verified.
+        signing_secret=signing_secret,
+        request_verification_enabled=not socket_mode,
+        process_before_response=False,
+        raise_error_for_unhandled_request=False,
+    )
+
+    @app.action(re.compile(rf"^{re.escape(ACTION_CHOOSE)}(:\d+)?$"))
+    async def choose(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        action = parse_block_action(body)
+        if action is not None:
+            await engine.on_choose(action)
+
+    @app.action(ACTION_DECLINE)
+    async def decline(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        action = parse_block_action(body)
+        if action is not None:
+            await engine.on_decline(action)
+
+    @app.action(ACTION_OPEN)
+    async def open_form(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        action = parse_block_action(body)
+        if action is not None:
+            await engine.on_open(action)
+
+    @app.action(ACTION_OTHER)
+    async def open_other(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        action = parse_block_action(body)
+        if action is not None:
+            await engine.on_open(action, other=True)
+
+    @app.action(re.compile(rf"^{re.escape(ACTION_NOOP)}"))
+    async def noop(ack: AsyncAck) -> None:
+        await ack()
+
+    async def submitted(ack: AsyncAck, body: dict[str, Any]) -> None:
+        sub = parse_view_submission(body)
+        if sub is None:
+            await ack()
+            return
+        response, then = await engine.on_submit(sub)
+        if response is not None:
+            await ack(**response)
+        else:
+            await ack()
+        if then is not None:
+            await then()
+
+    app.view(VIEW_FORM)(submitted)
+    app.view(VIEW_OTHER)(submitted)
+
+    @app.event("message")
+    async def message_events(event: dict[str, Any]) -> None:
+        if event.get("subtype") != "message_deleted":
+            return
+        previous = event.get("previous_message") or {}
+        ref = find_ask_ref(previous.get("blocks"))
+        channel, ts = str(event.get("channel") or ""), str(event.get("deleted_ts") or previous.get("ts") or "")
+        await engine.dismiss_message(channel, ts, ref, detail=f"message {channel}/{ts} was deleted")
+
+    async def archived(event: dict[str, Any]) -> None:
+        channel = str(event.get("channel") or "")
+        await engine.dismiss_channel(channel, detail=f"conversation {channel} was archived")
+
+    app.event("channel_archive")(archived)
+    app.event("group_archive")(archived)
+    return app

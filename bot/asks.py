@@ -1,0 +1,111 @@
+"""Pure: from a parsed ask envelope (plus settings and policies) to the record the bot keeps.
+
+Checks run in the protocol's order: the request (``invalid_request``), the named policy and the
+security guard (``invalid_envelope``), then the route (``no_route`` makes the ask ``unavailable``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from bot.config import Policy, Settings
+from bot.model import AskRecord
+from contract import ContractError, normalize_ask_request, normalize_rich_form
+from contract.envelopes import AskEnvelope, Route
+
+__all__ = ["Rejection", "build_record", "route_text"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why an ask cannot be taken: ``code`` is the protocol error code."""
+
+    kind: Literal["error", "unavailable"]
+    code: str
+    message: str
+
+
+def route_text(route: Route | None) -> str:
+    if route is None:
+        return "(none)"
+    if route.channel is not None:
+        return f"#{route.channel}" + (f" thread {route.thread_ts}" if route.thread_ts else "")
+    if route.user is not None:
+        return f"@{route.user}"
+    return f"policy:{route.policy}"
+
+
+def build_record(env: AskEnvelope, *, tag: str, created_ms: int, settings: Settings) -> AskRecord | Rejection:
+    request = form = None
+    try:
+        if env.format == "rich":
+            form = normalize_rich_form(env.request)
+        else:
+            request = normalize_ask_request(env.request)
+    except ContractError as exc:
+        return Rejection("error", "invalid_request", str(exc))
+
+    policy = Policy()
+    route = env.route
+    if route is not None and route.policy is not None:
+        found = settings.policy_file.policies.get(route.policy)
+        if found is None:
+            known = ", ".join(sorted(settings.policy_file.policies)) or "none are configured"
+            return Rejection(
+                "error", "invalid_envelope", f"route.policy: no policy named {route.policy!r} (known: {known})"
+            )
+        policy = found
+        route = policy.route
+
+    responders = env.responders if env.responders is not None else policy.responders
+    if (
+        request is not None
+        and not settings.open_security_asks
+        and any(q.category == "security-permission" for q in request.questions)
+        and (responders is None or (not responders.users and not responders.usergroups))
+    ):
+        return Rejection(
+            "error",
+            "invalid_envelope",
+            "responders: a question of category security-permission needs responders (users or usergroups); "
+            "name who may approve it, or have the operator set SLACK_ASK_OPEN_SECURITY_ASKS=true",
+        )
+
+    if route is None:
+        route = settings.default_route
+    if route is None:
+        return Rejection(
+            "unavailable",
+            "no_route",
+            "The ask names no route and no default route is configured "
+            "(set SLACK_ASK_DEFAULT_CHANNEL or a default route in the policy file)",
+        )
+
+    defaults = settings.defaults
+    timeout = env.timeout_ms or policy.timeout_ms or defaults.timeout_ms or 0
+    if defaults.max_timeout_ms:
+        timeout = min(timeout or defaults.max_timeout_ms, defaults.max_timeout_ms)
+    remind = env.remind_every_ms if env.remind_every_ms is not None else policy.remind_every_ms
+    if remind:
+        remind = max(remind, settings.min_remind_ms)
+    label = route_text(env.route) if env.route is not None and env.route.policy else ""
+    text = route_text(route) if not label else f"{label} -> {route_text(route)}"
+    return AskRecord(
+        ask_id=env.ask_id,
+        tag=tag,
+        reply_to=env.reply_to,
+        format=env.format,
+        request=request,
+        form=form,
+        route=route,
+        route_text=text,
+        responders=responders,
+        requester=env.requester,
+        created_ms=created_ms,
+        deadline_ms=created_ms + timeout if timeout else None,
+        on_timeout=env.on_timeout or policy.on_timeout or defaults.on_timeout,
+        escalate=list(env.escalate) if env.escalate else list(policy.escalate or []),
+        remind_every_ms=remind or None,
+        max_reminders=policy.max_reminders if policy.max_reminders is not None else defaults.max_reminders,
+    )

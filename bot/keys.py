@@ -1,0 +1,129 @@
+"""Every Redis key name the bot uses, in one home.
+
+Shared keys (one per deployment):
+
+=====================  ======  ===================================================================
+``P:asks``             stream  intake (protocol); group ``bots``; entries XACK+XDEL'd once handled
+``P:dead``             stream  dead letters: unreadable envelopes, poison entries (MAXLEN ~ 10000)
+``P:due``              zset    member ``"<ask_id> <tag>"``, score = next timer (ms, Redis time)
+``P:id:<ask_id>``      string  the ask's slot tag: finds an ask from its id alone (status, resend)
+``P:chan:<channel>``   set     ``"<ask_id> <tag>"`` of asks posted there (to dismiss on archive)
+=====================  ======  ===================================================================
+
+Per-ask keys, all in the hash slot of the ask's ``reply_to`` (protocol section 1), so one Lua
+script can change the ask's state and push its result atomically, on Redis Cluster too:
+
+==============================  ======  ===========================================================
+``P:{tag}:ask:<ask_id>``        hash    the ask's record, state, messages and result
+``P:{tag}:audit:<ask_id>``      list    audit trail (JSON entries, capped)
+``P:{tag}:cancel:<ask_id>``     string  a cancel that arrived before its ask (reason)
+``reply_to``                    list    the agent's reply list (named by the agent)
+==============================  ======  ===========================================================
+
+Every key has a bounded lifetime: per-ask keys expire ``retention`` after the ask ends (or after
+its maximum pending life), ``P:id:*`` likewise; streams are trimmed or drained.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import string
+from dataclasses import dataclass
+
+from redis.crc import key_slot
+
+__all__ = [
+    "AUDIT_MAX",
+    "DEAD_MAXLEN",
+    "GROUP",
+    "AskKeys",
+    "Keys",
+    "due_member",
+    "parse_due_member",
+    "slot_tag",
+]
+
+GROUP = "bots"
+AUDIT_MAX = 200
+DEAD_MAXLEN = 10_000
+
+
+def _redis_hash_part(key: str) -> str:
+    """The part of ``key`` Redis hashes: the text between the first ``{`` and the next ``}``, if non-empty."""
+    start = key.find("{")
+    if start != -1:
+        end = key.find("}", start + 1)
+        if end > start + 1:
+            return key[start + 1 : end]
+    return key
+
+
+@functools.cache
+def _tag_for_slot() -> dict[int, str]:
+    # A short brace-free string for every slot, for reply_to names whose own braces would not
+    # survive being wrapped in {...}. Built once, on first need (about 0.2 s).
+    table: dict[int, str] = {}
+    alphabet = string.ascii_lowercase + string.digits
+    for length in itertools.count(1):
+        for chars in itertools.product(alphabet, repeat=length):
+            candidate = "s" + "".join(chars)
+            table.setdefault(key_slot(candidate.encode()), candidate)
+            if len(table) == 16384:
+                return table
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def slot_tag(reply_to: str) -> str:
+    """A hash tag (without braces) that puts ``P:{tag}:...`` in the same slot as ``reply_to``."""
+    part = _redis_hash_part(reply_to)
+    if "{" not in part and "}" not in part:
+        return part
+    return _tag_for_slot()[key_slot(reply_to.encode())]
+
+
+def due_member(ask_id: str, tag: str) -> str:
+    return f"{ask_id} {tag}"
+
+
+def parse_due_member(member: str) -> tuple[str, str]:
+    ask_id, _, tag = member.partition(" ")
+    return ask_id, tag
+
+
+@dataclass(frozen=True, slots=True)
+class AskKeys:
+    ask: str
+    audit: str
+    cancel: str
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    prefix: str
+
+    @property
+    def asks(self) -> str:
+        return f"{self.prefix}:asks"
+
+    @property
+    def dead(self) -> str:
+        return f"{self.prefix}:dead"
+
+    @property
+    def due(self) -> str:
+        return f"{self.prefix}:due"
+
+    def channel(self, channel: str) -> str:
+        return f"{self.prefix}:chan:{channel}"
+
+    def index(self, ask_id: str) -> str:
+        return f"{self.prefix}:id:{ask_id}"
+
+    def for_ask(self, tag: str, ask_id: str) -> AskKeys:
+        base = f"{self.prefix}:{{{tag}}}"
+        return AskKeys(
+            ask=f"{base}:ask:{ask_id}",
+            audit=f"{base}:audit:{ask_id}",
+            cancel=f"{base}:cancel:{ask_id}",
+        )

@@ -1,0 +1,34 @@
+-- Shared helpers, prepended to every script by bot/scripts.py.
+-- Time always comes from the Redis server (TIME), never from a replica's clock.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- RFC 3339 UTC with milliseconds, from epoch ms (days-from-civil inverse; Lua has no os.date here).
+local function iso(ms)
+  local s = math.floor(ms / 1000)
+  local frac = ms - s * 1000
+  local days = math.floor(s / 86400)
+  local rem = s - days * 86400
+  local z = days + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local y = yoe + era * 400
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local d = doy - math.floor((153 * mp + 2) / 5) + 1
+  local m = mp + 3
+  if mp >= 10 then m = mp - 9 end
+  if m <= 2 then y = y + 1 end
+  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', y, m, d,
+    math.floor(rem / 3600), math.floor((rem % 3600) / 60), rem % 60, frac)
+end
+
+-- Append one audit entry; the list is capped and lives as long as the ask.
+local function audit(key, at, event, by, detail, ttl)
+  redis.call('RPUSH', key, cjson.encode({at = at, event = event, by = by, detail = detail}))
+  redis.call('LTRIM', key, -200, -1)
+  redis.call('PEXPIRE', key, ttl)
+end

@@ -1,0 +1,41 @@
+-- ACCEPT: take an ask from the intake stream (idempotent on ask_id; first taker holds a lease).
+-- KEYS[1] ask hash, KEYS[2] audit list, KEYS[3] early-cancel tombstone
+-- ARGV[1] record JSON, ARGV[2] created_ms, ARGV[3] deadline_ms (0 = none), ARGV[4] consumer,
+-- ARGV[5] lease_ms, ARGV[6] pending ttl_ms (lifetime before the ask ends), ARGV[7] entry id
+-- Returns {verdict, detail}:
+--   {'post', tries}      this consumer holds the lease and must post to Slack
+--   {'busy', ''}         another live consumer holds the lease: leave the entry pending
+--   {'posted', ''}       already posted (a duplicate ask or a reclaimed entry): just ack
+--   {'ended', result, entry} already ended: the stored result and the entry that carried the ask
+--   {'cancel', reason}   a cancel arrived first: end it as cancelled now
+--   {'expired', ''}      first read after its deadline: end it by its timeout policy now
+local now = now_ms()
+local state = redis.call('HGET', KEYS[1], 'state')
+if state then
+  if state == 'ended' then
+    local r = redis.call('HMGET', KEYS[1], 'result', 'entry')
+    return {'ended', r[1] or '', r[2] or ''}
+  end
+  if state == 'posted' then return {'posted', ''} end
+  local owner = redis.call('HGET', KEYS[1], 'owner')
+  local lease = tonumber(redis.call('HGET', KEYS[1], 'lease_until') or '0')
+  if owner ~= ARGV[4] and lease > now then return {'busy', ''} end
+  local tries = redis.call('HINCRBY', KEYS[1], 'tries', 1)
+  redis.call('HSET', KEYS[1], 'owner', ARGV[4], 'lease_until', now + tonumber(ARGV[5]))
+  audit(KEYS[2], now, 'taken_over', ARGV[4], 'delivery attempt ' .. tries, tonumber(ARGV[6]))
+  return {'post', tostring(tries)}
+end
+local ttl = tonumber(ARGV[6])
+redis.call('HSET', KEYS[1], 'rec', ARGV[1], 'state', 'accepted', 'created_ms', ARGV[2],
+  'deadline_ms', ARGV[3], 'owner', ARGV[4], 'lease_until', now + tonumber(ARGV[5]), 'tries', 1,
+  'msgs', '[]', 'step', 0, 'reminders', 0, 'entry', ARGV[7], 'finalized', 0)
+redis.call('PEXPIRE', KEYS[1], ttl)
+audit(KEYS[2], now, 'accepted', ARGV[4], '', ttl)
+local reason = redis.call('GET', KEYS[3])
+if reason then
+  redis.call('DEL', KEYS[3])
+  return {'cancel', reason}
+end
+local deadline = tonumber(ARGV[3])
+if deadline > 0 and now >= deadline then return {'expired', ''} end
+return {'post', '1'}

@@ -1,0 +1,27 @@
+-- POSTED: record the Slack messages that now carry the ask.
+-- KEYS[1] ask hash, KEYS[2] audit list
+-- ARGV[1] consumer (or actor), ARGV[2] JSON list of new messages, ARGV[3] event name,
+-- ARGV[4] new escalation step ('' = unchanged), ARGV[5] detail
+-- Returns {'ok', state_before} or {'ended', ''} (the ask ended meanwhile: the caller must turn the
+-- new messages into ended messages at once), or {'missing', ''}.
+local now = now_ms()
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then return {'missing', ''} end
+local msgs = cjson.decode(redis.call('HGET', KEYS[1], 'msgs'))
+for _, m in ipairs(cjson.decode(ARGV[2])) do table.insert(msgs, m) end
+-- cjson encodes an empty table as {}; msgs is never empty here when ARGV[2] had messages.
+if #msgs == 0 then
+  redis.call('HSET', KEYS[1], 'msgs', '[]')
+else
+  redis.call('HSET', KEYS[1], 'msgs', cjson.encode(msgs))
+end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then ttl = 86400000 end
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'step', ARGV[4]) end
+if state == 'ended' then
+  audit(KEYS[2], now, ARGV[3] .. '_after_end', ARGV[1], ARGV[5], ttl)
+  return {'ended', ''}
+end
+if state == 'accepted' then redis.call('HSET', KEYS[1], 'state', 'posted') end
+audit(KEYS[2], now, ARGV[3], ARGV[1], ARGV[5], ttl)
+return {'ok', state}

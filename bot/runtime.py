@@ -1,0 +1,173 @@
+"""Assembles a running bot from settings: Redis, store, Slack gateway, engine, loops and the Bolt app."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from slack_bolt.async_app import AsyncApp
+
+from bot.app import build_app
+from bot.config import Settings
+from bot.engine import Engine
+from bot.errors import ConfigError
+from bot.intake import Intake
+from bot.metrics import METRICS
+from bot.redis_conn import connect
+from bot.slack import SlackGateway, make_client
+from bot.store import Store
+from bot.sweeper import Sweeper
+
+__all__ = ["BotRuntime", "default_consumer_name"]
+
+log = logging.getLogger(__name__)
+
+
+def default_consumer_name() -> str:
+    """Stable per host and process, so a restarted replica finds its own pending entries first."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass
+class BotRuntime:
+    """One bot replica. ``start()`` runs intake and the sweeper; ``web_app()`` serves Slack's requests."""
+
+    settings: Settings
+    redis: Redis | None = None
+    consumer: str = field(default_factory=default_consumer_name)
+    intake_block_ms: int = 2_000
+
+    def __post_init__(self) -> None:
+        s = self.settings
+        if s.slack_bot_token is None:
+            raise ConfigError("setting SLACK_BOT_TOKEN is required to serve (a bot token, xoxb-...)")
+        if self.redis is None:
+            self.redis = connect(s.redis_url.get_secret_value())
+        self.store = Store(self.redis, s.prefix, retention_ms=s.defaults.retention_ms)
+        self.client = make_client(s.slack_bot_token.get_secret_value(), s.slack_api_url)
+        self.slack = SlackGateway(self.client, delivery_window_ms=s.delivery_window_ms)
+        self.engine = Engine(s, self.store, self.slack, consumer=s.consumer_name or self.consumer)
+        self.intake = Intake(
+            self.engine,
+            self.store,
+            consumer=s.consumer_name or self.consumer,
+            reclaim_idle_ms=s.reclaim_idle_ms,
+            block_ms=self.intake_block_ms,
+        )
+        self.sweeper = Sweeper(self.engine, self.store, interval_ms=s.sweep_interval_ms)
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+
+    def bolt_app(self, *, socket_mode: bool = False) -> AsyncApp:
+        secret = self.settings.slack_signing_secret
+        if not socket_mode and secret is None:
+            raise ConfigError("setting SLACK_SIGNING_SECRET is required in HTTP mode (Basic Information page)")
+        return build_app(
+            self.engine,
+            client=self.client,
+            signing_secret=secret.get_secret_value() if secret is not None else None,
+            socket_mode=socket_mode,
+        )
+
+    async def check_redis(self) -> None:
+        """Warn when Redis may evict keys: an evicted ask is a lost ask."""
+        policy = await self.store.eviction_policy()
+        if policy is not None and policy != "noeviction":
+            log.warning(
+                "Redis maxmemory-policy is %r: under memory pressure Redis may evict in-flight asks. "
+                "Set maxmemory-policy noeviction for the database slack-ask uses.",
+                policy,
+            )
+
+    async def start(self) -> None:
+        await self.check_redis()
+        await self.store.ensure_group()
+        self._tasks = [
+            asyncio.create_task(self.intake.run(self._stop), name="intake"),
+            asyncio.create_task(self.sweeper.run(self._stop), name="sweeper"),
+        ]
+
+    def web_app(self) -> web.Application:
+        """Bolt's aiohttp app at ``POST /slack/events`` plus ``GET /healthz`` and ``GET /metrics``."""
+        from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+
+        bolt = self.bolt_app()
+        app = web.Application()
+
+        async def events(request: web.Request) -> web.Response:
+            body = await request.text()
+            response = await bolt.async_dispatch(to_bolt_request(request, body))
+            return await to_aiohttp_response(response)
+
+        async def healthz(_: web.Request) -> web.Response:
+            try:
+                assert self.redis is not None
+                await asyncio.wait_for(self.redis.ping(), timeout=2)
+            except (RedisError, OSError, TimeoutError) as exc:
+                return web.json_response({"ok": False, "redis": "down", "error": type(exc).__name__}, status=503)
+            return web.json_response({"ok": True, "redis": "up", "consumer": self.engine.consumer})
+
+        async def metrics(_: web.Request) -> web.Response:
+            return web.Response(body=generate_latest(METRICS.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+        app.router.add_post("/slack/events", events)
+        app.router.add_get("/healthz", healthz)
+        app.router.add_get("/metrics", metrics)
+        return app
+
+    async def serve_http(self, host: str = "127.0.0.1", port: int = 3000) -> int:
+        self._runner = web.AppRunner(self.web_app(), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port)
+        await site.start()
+        server = site._server
+        assert server is not None
+        sockets: Any = getattr(server, "sockets", None)
+        self.port = int(sockets[0].getsockname()[1]) if sockets else port
+        return self.port
+
+    async def stop(self) -> None:
+        self._stop.set()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(task, timeout=10)
+        self._tasks = []
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        with contextlib.suppress(Exception):
+            await self.client.session.close() if self.client.session else None  # type: ignore[func-returns-value]
+
+    async def kill(self) -> None:
+        """Stop abruptly, as a crash would: loops cancelled mid-work, nothing acknowledged or cleaned up."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def aclose(self) -> None:
+        await self.stop()
+        if self.redis is not None:
+            await self.redis.aclose()
+
+
+def _json(data: Any) -> str:
+    return json.dumps(data)

@@ -1,0 +1,21 @@
+"""Loads the Lua scripts of ``bot/lua`` once, with the shared helpers prepended."""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+
+__all__ = ["SCRIPT_NAMES", "script_source"]
+
+SCRIPT_NAMES = ("accept", "advance", "claim_due", "finalize", "posted", "resolve", "schedule_in")
+
+
+@functools.cache
+def script_source(name: str) -> str:
+    """The full source of script ``name``: ``_common.lua`` followed by ``<name>.lua``."""
+    if name not in SCRIPT_NAMES:
+        raise KeyError(f"unknown script {name!r}; known: {', '.join(SCRIPT_NAMES)}")
+    lua = resources.files("bot") / "lua"
+    common = (lua / "_common.lua").read_text(encoding="utf-8")
+    body = (lua / f"{name}.lua").read_text(encoding="utf-8")
+    return common + "\n" + body

@@ -1,0 +1,491 @@
+"""The only code that talks to Redis: intake stream, ask records, results, timers and audit.
+
+Every state change is one Lua script (see ``bot/lua``) doing a compare-and-set with Redis time;
+the result push onto ``reply_to`` happens inside the same script as the state change.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+from redis.exceptions import ResponseError
+
+from bot.errors import StoreError
+from bot.keys import DEAD_MAXLEN, GROUP, AskKeys, Keys, due_member, parse_due_member
+from bot.model import AskRecord, AskState, PostedMessage
+from bot.scripts import SCRIPT_NAMES, script_source
+
+__all__ = [
+    "AcceptVerdict",
+    "AskStatus",
+    "AuditEntry",
+    "Entry",
+    "LoadedAsk",
+    "ResolveVerdict",
+    "Store",
+    "iso_ms",
+]
+
+log = logging.getLogger(__name__)
+
+
+def iso_ms(ms: int) -> str:
+    """RFC 3339 UTC with milliseconds, the same form the Lua scripts write."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One intake stream entry."""
+
+    id: str
+    fields: dict[str, str]
+    deliveries: int = 1
+
+    @property
+    def created_ms(self) -> int:
+        return int(self.id.split("-", 1)[0])
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptVerdict:
+    verdict: Literal["post", "busy", "posted", "ended", "cancel", "expired"]
+    detail: str = ""
+    entry: str = ""
+    """For ``ended``: the stream entry that first carried the ask (a different one means a re-send)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolveVerdict:
+    verdict: Literal["won", "ended", "late", "missing", "moved"]
+    result: dict[str, Any] | None = None
+    messages: list[PostedMessage] = field(default_factory=list)
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedAsk:
+    record: AskRecord
+    state: AskState
+    messages: list[PostedMessage]
+    step: int
+    reminders: int
+    outcome: str | None
+    result: dict[str, Any] | None
+    by: str | None
+    resolved_ms: int | None
+    finalized: bool
+
+
+class AuditEntry(BaseModel):
+    at: str
+    event: str
+    by: str | None
+    detail: str | None
+
+
+class AskStatus(BaseModel):
+    """What ``slack-ask status`` and ``list`` print (protocol section 12)."""
+
+    ask_id: str
+    state: AskState
+    outcome: str | None
+    created_at: str
+    deadline: str | None
+    route: str
+    step: int = 0
+    audit: list[AuditEntry] | None = None
+    result: dict[str, Any] | None = None
+
+
+class Store:
+    """Redis access for one deployment (key prefix)."""
+
+    def __init__(self, redis: Redis, prefix: str = "slack-ask", *, retention_ms: int = 7 * 86_400_000) -> None:
+        self.redis = redis
+        self.keys = Keys(prefix)
+        self.retention_ms = retention_ms
+        self._scripts: dict[str, AsyncScript] = {
+            name: redis.register_script(script_source(name)) for name in SCRIPT_NAMES
+        }
+
+    # -- time and health -------------------------------------------------------------------
+
+    async def server_time_ms(self) -> int:
+        seconds, micros = await self.redis.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    async def ping(self) -> bool:
+        return bool(await self.redis.ping())
+
+    async def eviction_policy(self) -> str | None:
+        """Redis's ``maxmemory-policy``, or None when the server does not tell (managed Redis)."""
+        try:
+            conf = await self.redis.config_get("maxmemory-policy")
+        except ResponseError:
+            return None
+        value = conf.get("maxmemory-policy") or conf.get(b"maxmemory-policy")  # type: ignore[call-overload]
+        return _s(value) if value is not None else None
+
+    # -- intake stream ---------------------------------------------------------------------
+
+    async def ensure_group(self) -> None:
+        """Create the consumer group at id 0 so asks sent before any bot ran are taken too."""
+        try:
+            await self.redis.xgroup_create(self.keys.asks, GROUP, id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    @staticmethod
+    def _entries(reply: Any) -> list[Entry]:
+        out: list[Entry] = []
+        for _stream, items in reply or []:
+            for entry_id, fields in items:
+                if fields is None:  # deleted while pending
+                    continue
+                out.append(Entry(_s(entry_id), {_s(k): _s(v) for k, v in fields.items()}))
+        return out
+
+    async def read(self, consumer: str, *, count: int, block_ms: int | None, own_pending: bool = False) -> list[Entry]:
+        reply = await self.redis.xreadgroup(
+            GROUP, consumer, {self.keys.asks: "0" if own_pending else ">"}, count=count, block=block_ms
+        )
+        return self._entries(reply)
+
+    async def reclaim(self, consumer: str, *, min_idle_ms: int, count: int = 50) -> list[Entry]:
+        """Take over entries another consumer left pending too long (it probably died)."""
+        pending = await self.redis.xpending_range(
+            self.keys.asks, GROUP, min="-", max="+", count=count, idle=min_idle_ms
+        )
+        if not pending:
+            return []
+        deliveries = {_s(p["message_id"]): int(p["times_delivered"]) for p in pending}
+        claimed = await self.redis.xclaim(
+            self.keys.asks, GROUP, consumer, min_idle_time=min_idle_ms, message_ids=list(deliveries)
+        )
+        out: list[Entry] = []
+        gone: list[str] = []
+        for entry_id, fields in claimed:
+            eid = _s(entry_id)
+            if not fields:
+                gone.append(eid)
+                continue
+            out.append(Entry(eid, {_s(k): _s(v) for k, v in fields.items()}, deliveries.get(eid, 1) + 1))
+        if gone:
+            await self.redis.xack(self.keys.asks, GROUP, *gone)
+        return out
+
+    async def ack(self, entry_id: str) -> None:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.xack(self.keys.asks, GROUP, entry_id)
+            pipe.xdel(self.keys.asks, entry_id)
+            await pipe.execute()
+
+    async def dead_letter(self, entry: Entry, reason: str) -> None:
+        """Park an entry nobody can answer (no readable reply_to, or poison) with its reason, then ack it."""
+        fields: dict[str, str] = {**entry.fields, "reason": reason, "entry_id": entry.id}
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.xadd(self.keys.dead, fields, maxlen=DEAD_MAXLEN, approximate=True)  # type: ignore[arg-type]
+            pipe.xack(self.keys.asks, GROUP, entry.id)
+            pipe.xdel(self.keys.asks, entry.id)
+            await pipe.execute()
+
+    # -- ask records -----------------------------------------------------------------------
+
+    def ask_keys(self, tag: str, ask_id: str) -> AskKeys:
+        return self.keys.for_ask(tag, ask_id)
+
+    async def claim_index(self, ask_id: str, tag: str, ttl_ms: int) -> str:
+        """Record which slot tag ``ask_id`` lives under; the first envelope seen wins."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.set(self.keys.index(ask_id), tag, nx=True, px=ttl_ms)
+            pipe.get(self.keys.index(ask_id))
+            _, current = await pipe.execute()
+        return _s(current) if current is not None else tag
+
+    async def extend_index(self, ask_id: str, ttl_ms: int) -> None:
+        await self.redis.pexpire(self.keys.index(ask_id), ttl_ms)
+
+    async def lookup_tag(self, ask_id: str) -> str | None:
+        value = await self.redis.get(self.keys.index(ask_id))
+        return _s(value) if value is not None else None
+
+    async def accept(
+        self,
+        record: AskRecord,
+        *,
+        consumer: str,
+        lease_ms: int,
+        pending_ttl_ms: int,
+        entry_id: str,
+        schedule_at_ms: int | None,
+    ) -> AcceptVerdict:
+        k = self.ask_keys(record.tag, record.ask_id)
+        script = self._scripts["accept"]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            if schedule_at_ms is not None:
+                # Timer first: a crash right after accept must not leave an ask without its deadline.
+                pipe.zadd(self.keys.due, {due_member(record.ask_id, record.tag): schedule_at_ms})
+            await script(
+                keys=[k.ask, k.audit, k.cancel],
+                args=[
+                    record.model_dump_json(),
+                    record.created_ms,
+                    record.deadline_ms or 0,
+                    consumer,
+                    lease_ms,
+                    pending_ttl_ms,
+                    entry_id,
+                ],
+                client=pipe,
+            )
+            replies = await pipe.execute()
+        reply = [_s(x) for x in replies[-1]]
+        return AcceptVerdict(reply[0], reply[1], reply[2] if len(reply) > 2 else "")  # type: ignore[arg-type]
+
+    async def posted(
+        self,
+        tag: str,
+        ask_id: str,
+        messages: Sequence[PostedMessage],
+        *,
+        actor: str,
+        event: str = "posted",
+        step: int | None = None,
+        detail: str = "",
+        ack_entry: str | None = None,
+    ) -> str:
+        k = self.ask_keys(tag, ask_id)
+        payload = json.dumps([m.model_dump() for m in messages])
+        async with self.redis.pipeline(transaction=False) as pipe:
+            await self._scripts["posted"](
+                keys=[k.ask, k.audit],
+                args=[actor, payload, event, "" if step is None else str(step), detail],
+                client=pipe,
+            )
+            if ack_entry is not None:
+                pipe.xack(self.keys.asks, GROUP, ack_entry)
+                pipe.xdel(self.keys.asks, ack_entry)
+            replies = await pipe.execute()
+        return _s(replies[0][0])
+
+    async def advance(
+        self,
+        tag: str,
+        ask_id: str,
+        *,
+        counter: Literal["step", "reminders"],
+        expected: int,
+        messages: Sequence[PostedMessage] = (),
+        event: str,
+        actor: str,
+        detail: str = "",
+    ) -> str:
+        k = self.ask_keys(tag, ask_id)
+        reply = await self._scripts["advance"](
+            keys=[k.ask, k.audit],
+            args=[counter, expected, json.dumps([m.model_dump() for m in messages]), event, actor, detail],
+        )
+        return _s(reply[0])
+
+    async def resolve(
+        self,
+        record: AskRecord,
+        *,
+        outcome: str,
+        result_prefix: str,
+        actor: str | None,
+        event: str,
+        detail: str = "",
+        refuse_late: bool = False,
+        expected_state: str = "",
+        finalize_after_ms: int = 15_000,
+    ) -> ResolveVerdict:
+        """End the ask if nobody did yet: state, result push and audit in one atomic step.
+
+        A timer ``finalize_after_ms`` ahead is set first so that, should this process die before it
+        updated the Slack messages, a sweeper finishes the job (guarantee 3).
+        """
+        k = self.ask_keys(record.tag, record.ask_id)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            await self._scripts["schedule_in"](
+                keys=[self.keys.due],
+                args=[finalize_after_ms, due_member(record.ask_id, record.tag), "keep_earlier"],
+                client=pipe,
+            )
+            await self._scripts["resolve"](
+                keys=[k.ask, k.audit, record.reply_to],
+                args=[
+                    outcome,
+                    result_prefix,
+                    actor or "",
+                    self.retention_ms,
+                    "1" if refuse_late else "0",
+                    event,
+                    detail,
+                    expected_state,
+                ],
+                client=pipe,
+            )
+            replies = await pipe.execute()
+        reply = [_s(x) for x in replies[-1]]
+        verdict = reply[0]
+        if verdict == "won":
+            msgs = [PostedMessage.model_validate(m) for m in json.loads(reply[2] or "[]") or []]
+            return ResolveVerdict("won", json.loads(reply[1]), msgs)
+        return ResolveVerdict(verdict, detail=reply[1] if len(reply) > 1 else "")  # type: ignore[arg-type]
+
+    async def finalize(self, tag: str, ask_id: str, updated: int) -> int:
+        k = self.ask_keys(tag, ask_id)
+        done = int(await self._scripts["finalize"](keys=[k.ask], args=[updated]))
+        if done == 1:
+            await self.redis.zrem(self.keys.due, due_member(ask_id, tag))
+        return done
+
+    async def track_channel(self, channel: str, ask_id: str, tag: str) -> None:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.sadd(self.keys.channel(channel), due_member(ask_id, tag))
+            pipe.pexpire(self.keys.channel(channel), self.retention_ms * 2)
+            await pipe.execute()
+
+    async def asks_in_channel(self, channel: str) -> list[tuple[str, str]]:
+        members = await self.redis.smembers(self.keys.channel(channel))  # type: ignore[misc]
+        return [parse_due_member(_s(m)) for m in members]
+
+    async def untrack_channel(self, channel: str, ask_id: str, tag: str) -> None:
+        await self.redis.srem(self.keys.channel(channel), due_member(ask_id, tag))  # type: ignore[misc]
+
+    async def repush(self, reply_to: str, result: str) -> None:
+        """Push a stored result once more (an agent re-sent an ended ask to recover it)."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.rpush(reply_to, result)
+            pipe.pexpire(reply_to, self.retention_ms)
+            await pipe.execute()
+
+    async def push_unrecorded(self, reply_to: str, result: str) -> None:
+        """Push an error result for an envelope whose ask_id could not be read (nothing to record)."""
+        await self.repush(reply_to, result)
+
+    async def remember_cancel(self, tag: str, ask_id: str, reason: str) -> None:
+        """A cancel for an ask not seen yet: remembered for the retention period (protocol section 8)."""
+        k = self.ask_keys(tag, ask_id)
+        await self.redis.set(k.cancel, reason, px=self.retention_ms)
+
+    async def audit(self, tag: str, ask_id: str, event: str, *, by: str | None, detail: str = "") -> None:
+        k = self.ask_keys(tag, ask_id)
+        now = await self.server_time_ms()
+        entry = json.dumps({"at": now, "event": event, "by": by or "", "detail": detail})
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.rpush(k.audit, entry)
+            pipe.ltrim(k.audit, -200, -1)
+            pipe.pexpire(k.audit, self.retention_ms)
+            await pipe.execute()
+
+    async def load(self, tag: str, ask_id: str) -> LoadedAsk | None:
+        k = self.ask_keys(tag, ask_id)
+        raw = await self.redis.hgetall(k.ask)
+        if not raw:
+            return None
+        h = {_s(a): _s(b) for a, b in raw.items()}
+        if "rec" not in h:
+            raise StoreError(f"ask record {k.ask} has no 'rec' field; was it written by something else?")
+        return LoadedAsk(
+            record=AskRecord.model_validate_json(h["rec"]),
+            state=h.get("state", "accepted"),  # type: ignore[arg-type]
+            messages=[PostedMessage.model_validate(m) for m in json.loads(h.get("msgs") or "[]") or []],
+            step=int(h.get("step") or 0),
+            reminders=int(h.get("reminders") or 0),
+            outcome=h.get("outcome") or None,
+            result=json.loads(h["result"]) if h.get("result") else None,
+            by=h.get("by") or None,
+            resolved_ms=int(h["resolved_ms"]) if h.get("resolved_ms") else None,
+            finalized=h.get("finalized") == "1",
+        )
+
+    # -- timers ----------------------------------------------------------------------------
+
+    async def schedule(self, ask_id: str, tag: str, at_ms: int) -> None:
+        await self.redis.zadd(self.keys.due, {due_member(ask_id, tag): at_ms})
+
+    async def unschedule(self, ask_id: str, tag: str) -> None:
+        await self.redis.zrem(self.keys.due, due_member(ask_id, tag))
+
+    async def claim_due(self, *, limit: int, lease_ms: int) -> tuple[int, list[tuple[str, str]]]:
+        """Atomically take up to ``limit`` due timers; returns Redis time and (ask_id, tag) pairs."""
+        reply = await self._scripts["claim_due"](keys=[self.keys.due], args=[limit, lease_ms])
+        now = int(_s(reply[0]))
+        return now, [parse_due_member(_s(m)) for m in reply[1:]]
+
+    async def next_due_ms(self) -> int | None:
+        first = await self.redis.zrange(self.keys.due, 0, 0, withscores=True)
+        return int(first[0][1]) if first else None
+
+    # -- operators -------------------------------------------------------------------------
+
+    async def read_audit(self, tag: str, ask_id: str) -> list[AuditEntry]:
+        k = self.ask_keys(tag, ask_id)
+        out: list[AuditEntry] = []
+        for item in await self.redis.lrange(k.audit, 0, -1):
+            data = json.loads(item)
+            out.append(
+                AuditEntry(
+                    at=iso_ms(int(data["at"])),
+                    event=str(data["event"]),
+                    by=str(data.get("by") or "") or None,
+                    detail=str(data.get("detail") or "") or None,
+                )
+            )
+        return out
+
+    def _status(self, loaded: LoadedAsk, *, audit: list[AuditEntry] | None, full: bool) -> AskStatus:
+        rec = loaded.record
+        return AskStatus(
+            ask_id=rec.ask_id,
+            state=loaded.state,
+            outcome=loaded.outcome,
+            created_at=iso_ms(rec.created_ms),
+            deadline=iso_ms(rec.deadline_ms) if rec.deadline_ms else None,
+            route=rec.route_text,
+            step=loaded.step,
+            audit=audit if full else None,
+            result=loaded.result if full else None,
+        )
+
+    async def get_status(self, ask_id: str) -> AskStatus | None:
+        """The state, audit trail and stored result of one ask (None when unknown or expired)."""
+        tag = await self.lookup_tag(ask_id)
+        if tag is None:
+            return None
+        loaded = await self.load(tag, ask_id)
+        if loaded is None:
+            return None
+        return self._status(loaded, audit=await self.read_audit(tag, ask_id), full=True)
+
+    async def list_pending(self, limit: int = 1000) -> list[AskStatus]:
+        """Pending asks, oldest first, found through the id index (bounded by ``limit``)."""
+        out: list[AskStatus] = []
+        async for key in self.redis.scan_iter(match=f"{self.keys.prefix}:id:*", count=500):
+            ask_id = _s(key).rsplit(":id:", 1)[1]
+            tag = await self.lookup_tag(ask_id)
+            if tag is None:
+                continue
+            loaded = await self.load(tag, ask_id)
+            if loaded is not None and loaded.state != "ended":
+                out.append(self._status(loaded, audit=None, full=False))
+            if len(out) >= limit:
+                break
+        out.sort(key=lambda s: s.created_at)
+        return out

@@ -1,0 +1,76 @@
+"""Shared fixtures: a real Redis (or an embedded one), unique key prefixes, and clean-up.
+
+Redis: ``SLACK_ASK_TEST_REDIS_URL`` when set; else the server at 127.0.0.1:6379 when it answers;
+else a ``redis-server`` started on a free port; else fakeredis's TCP server. The session header
+says which, so a fallback never passes for the real thing. Tests never flush a database: each
+uses its own key prefix and deletes only the keys under it.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from redis.asyncio import Redis
+
+from bot.embedded_redis import EmbeddedRedis, redis_answers, start_embedded_redis
+
+_EMBEDDED: EmbeddedRedis | None = None
+
+
+def _choose_redis() -> tuple[str, str]:
+    global _EMBEDDED
+    url = os.environ.get("SLACK_ASK_TEST_REDIS_URL")
+    if url:
+        return url, "SLACK_ASK_TEST_REDIS_URL"
+    if redis_answers("127.0.0.1", 6379):
+        return "redis://127.0.0.1:6379/0", "the Redis server at 127.0.0.1:6379"
+    _EMBEDDED = start_embedded_redis()
+    return _EMBEDDED.url, f"an embedded {_EMBEDDED.kind} (no Redis answered at 127.0.0.1:6379)"
+
+
+_REDIS_URL, _REDIS_KIND = _choose_redis()
+
+
+def pytest_report_header() -> list[str]:
+    return [f"slack-ask tests use {_REDIS_KIND}: {_REDIS_URL}"]
+
+
+def pytest_sessionfinish() -> None:
+    if _EMBEDDED is not None:
+        _EMBEDDED.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    return _REDIS_URL
+
+
+@pytest.fixture
+def prefix() -> str:
+    """A key prefix no other test uses."""
+    return f"test-{uuid.uuid4().hex[:12]}"
+
+
+async def _delete_prefixed(client: Redis, prefix: str) -> None:
+    keys = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
+    for start in range(0, len(keys), 500):
+        await client.delete(*keys[start : start + 500])
+
+
+@pytest.fixture
+async def redis(redis_url: str, prefix: str) -> AsyncIterator[Redis]:
+    """An asyncio client; every key under this test's prefix is deleted afterwards."""
+    client = Redis.from_url(redis_url)
+    try:
+        yield client
+    finally:
+        await _delete_prefixed(client, prefix)
+        await client.aclose()
+
+
+@pytest.fixture
+def reply_to(prefix: str) -> Iterator[str]:
+    yield f"{prefix}:reply:{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,205 @@
+"""The store's Lua scripts against real Redis: idempotent intake, single winner, timers, slots."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from importlib import resources
+
+import pytest
+from redis.asyncio import Redis
+from redis.crc import key_slot
+
+from bot.keys import Keys, slot_tag
+from bot.model import AskRecord, PostedMessage
+from bot.scripts import SCRIPT_NAMES, script_source
+from bot.store import Store, iso_ms
+from contract import normalize_ask_request
+
+
+def _record(reply_to: str, *, ask_id: str = "ask-1", created_ms: int = 1_700_000_000_000, deadline_ms: int | None = None) -> AskRecord:
+    return AskRecord(
+        ask_id=ask_id,
+        tag=slot_tag(reply_to),
+        reply_to=reply_to,
+        request=normalize_ask_request({"question": "Ship it?", "options": ["Yes", "No"]}),
+        created_ms=created_ms,
+        deadline_ms=deadline_ms,
+    )
+
+
+def _prefix_json(ask_id: str, outcome: str = "answered") -> str:
+    return json.dumps({"v": 1, "ask_id": ask_id, "outcome": outcome})[:-1] + ',"resolved_at":'
+
+
+@pytest.fixture
+def store(redis: Redis, prefix: str) -> Store:
+    return Store(redis, prefix, retention_ms=60_000)
+
+
+async def _accept(store: Store, rec: AskRecord, consumer: str = "c1", entry: str = "1-0", lease_ms: int = 30_000) -> str:
+    verdict = await store.accept(
+        rec, consumer=consumer, lease_ms=lease_ms, pending_ttl_ms=120_000, entry_id=entry, schedule_at_ms=None
+    )
+    return verdict.verdict
+
+
+async def test_accept_twice_by_another_consumer_is_busy_while_the_lease_lives(store: Store, reply_to: str) -> None:
+    rec = _record(reply_to)
+    assert await _accept(store, rec, "c1") == "post"
+    assert await _accept(store, rec, "c2") == "busy"
+
+
+async def test_accept_after_the_lease_expired_lets_another_consumer_take_over(store: Store, reply_to: str) -> None:
+    rec = _record(reply_to)
+    assert await _accept(store, rec, "c1", lease_ms=1) == "post"
+    await asyncio.sleep(0.01)
+    verdict = await store.accept(
+        rec, consumer="c2", lease_ms=30_000, pending_ttl_ms=120_000, entry_id="1-0", schedule_at_ms=None
+    )
+    assert (verdict.verdict, verdict.detail) == ("post", "2")
+    audit = await store.read_audit(rec.tag, rec.ask_id)
+    assert [a.event for a in audit] == ["accepted", "taken_over"]
+
+
+async def test_accept_of_a_posted_ask_says_posted(store: Store, reply_to: str) -> None:
+    rec = _record(reply_to)
+    await _accept(store, rec)
+    await store.posted(rec.tag, rec.ask_id, [PostedMessage(channel="C1", ts="1.1")], actor="c1")
+    assert await _accept(store, rec, "c2") == "posted"
+
+
+async def test_resolve_pushes_exactly_one_result_whatever_races(store: Store, redis: Redis, reply_to: str) -> None:
+    rec = _record(reply_to)
+    await _accept(store, rec)
+    verdicts = await asyncio.gather(
+        *(
+            store.resolve(rec, outcome=outcome, result_prefix=_prefix_json(rec.ask_id), actor=f"U{i}", event=outcome)
+            for i, outcome in enumerate(["answered", "cancelled", "timeout", "dismissed"] * 5)
+        )
+    )
+    assert sorted(v.verdict for v in verdicts).count("won") == 1
+    assert await redis.llen(reply_to) == 1
+
+
+async def test_resolve_result_carries_redis_time_as_rfc3339(store: Store, redis: Redis, reply_to: str) -> None:
+    rec = _record(reply_to)
+    await _accept(store, rec)
+    before = await store.server_time_ms()
+    verdict = await store.resolve(rec, outcome="answered", result_prefix=_prefix_json(rec.ask_id), actor="U1", event="answered")
+    after = await store.server_time_ms()
+    assert verdict.verdict == "won" and verdict.result is not None
+    stamp = verdict.result["resolved_at"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp)
+    assert iso_ms(before) <= stamp <= iso_ms(after)
+    assert json.loads(await redis.lpop(reply_to)) == verdict.result  # type: ignore[arg-type]
+
+
+async def test_resolve_refuses_an_answer_after_the_deadline(store: Store, redis: Redis, reply_to: str) -> None:
+    now = await store.server_time_ms()
+    rec = _record(reply_to, created_ms=now - 10_000, deadline_ms=now - 1)
+    await _accept(store, rec)
+    verdict = await store.resolve(
+        rec, outcome="answered", result_prefix=_prefix_json(rec.ask_id), actor="U1", event="answered", refuse_late=True
+    )
+    assert verdict.verdict == "late"
+    assert await redis.llen(reply_to) == 0
+    assert [a.event for a in await store.read_audit(rec.tag, rec.ask_id)][-1] == "refused_late"
+
+
+async def test_accept_of_an_ended_ask_returns_the_stored_result_and_first_entry(store: Store, reply_to: str) -> None:
+    rec = _record(reply_to)
+    await _accept(store, rec, entry="5-0")
+    await store.resolve(rec, outcome="cancelled", result_prefix=_prefix_json(rec.ask_id, "cancelled"), actor=None, event="cancelled")
+    verdict = await store.accept(
+        rec, consumer="c9", lease_ms=1000, pending_ttl_ms=1000, entry_id="9-0", schedule_at_ms=None
+    )
+    assert verdict.verdict == "ended"
+    assert verdict.entry == "5-0"
+    assert json.loads(verdict.detail)["outcome"] == "cancelled"
+
+
+async def test_a_cancel_remembered_before_its_ask_ends_the_ask_at_intake(store: Store, reply_to: str) -> None:
+    rec = _record(reply_to)
+    await store.remember_cancel(rec.tag, rec.ask_id, "changed my mind")
+    verdict = await store.accept(rec, consumer="c1", lease_ms=1000, pending_ttl_ms=1000, entry_id="1-0", schedule_at_ms=None)
+    assert (verdict.verdict, verdict.detail) == ("cancel", "changed my mind")
+
+
+async def test_an_ask_first_read_after_its_deadline_is_expired(store: Store, reply_to: str) -> None:
+    now = await store.server_time_ms()
+    rec = _record(reply_to, created_ms=now - 5000, deadline_ms=now - 1000)
+    assert await _accept(store, rec) == "expired"
+
+
+async def test_posted_after_the_end_tells_the_caller_to_end_the_new_message(store: Store, reply_to: str) -> None:
+    rec = _record(reply_to)
+    await _accept(store, rec)
+    await store.resolve(rec, outcome="cancelled", result_prefix=_prefix_json(rec.ask_id), actor=None, event="cancelled")
+    state = await store.posted(rec.tag, rec.ask_id, [PostedMessage(channel="C1", ts="1.2")], actor="c1")
+    assert state == "ended"
+    loaded = await store.load(rec.tag, rec.ask_id)
+    assert loaded is not None and [m.ts for m in loaded.messages] == ["1.2"]
+
+
+async def test_claim_due_gives_each_timer_to_one_sweeper_only(store: Store) -> None:
+    now = await store.server_time_ms()
+    for i in range(50):
+        await store.schedule(f"a{i}", "t", now - 1)
+    claims = await asyncio.gather(*(store.claim_due(limit=20, lease_ms=60_000) for _ in range(5)))
+    members = [m for _, got in claims for m in got]
+    assert len(members) == 50
+    assert len(set(members)) == 50
+    _, again = await store.claim_due(limit=100, lease_ms=60_000)
+    assert again == []
+
+
+async def test_claim_due_leaves_timers_that_are_not_due(store: Store) -> None:
+    now = await store.server_time_ms()
+    await store.schedule("later", "t", now + 60_000)
+    await store.schedule("now", "t", now - 1)
+    _, got = await store.claim_due(limit=10, lease_ms=1000)
+    assert got == [("now", "t")]
+
+
+async def test_advance_counts_a_step_once_even_when_two_sweepers_race(store: Store, reply_to: str) -> None:
+    rec = _record(reply_to)
+    await _accept(store, rec)
+    outcomes = await asyncio.gather(
+        *(store.advance(rec.tag, rec.ask_id, counter="step", expected=0, event="escalated", actor=f"s{i}") for i in range(6))
+    )
+    assert outcomes.count("ok") == 1
+    loaded = await store.load(rec.tag, rec.ask_id)
+    assert loaded is not None and loaded.step == 1
+
+
+async def test_every_key_of_an_ask_shares_the_slot_of_its_reply_to(prefix: str) -> None:
+    keys = Keys(prefix)
+    for reply_to in ["agent:replies", "q:{team-a}:x", "a{}b", "x}y{z", "{", "slack-ask:reply:01J", "é{ü}"]:
+        ask = keys.for_ask(slot_tag(reply_to), "ask-7")
+        slots = {key_slot(k.encode()) for k in (reply_to, ask.ask, ask.audit, ask.cancel)}
+        assert slots == {key_slot(reply_to.encode())}, reply_to
+
+
+@pytest.mark.parametrize("name", SCRIPT_NAMES)
+def test_scripts_touch_only_declared_keys(name: str) -> None:
+    # Every key argument of redis.call must be KEYS[n]: no key names built inside Lua (Cluster-safe).
+    source = resources.files("bot").joinpath("lua", f"{name}.lua").read_text()
+    keyless = {"TIME"}
+    for command, first in re.findall(r"redis\.call\('([A-Z]+)'(?:,\s*([^,)]+))?", source):
+        if command in keyless:
+            continue
+        assert first.strip().startswith("KEYS["), f"{name}.lua: {command} on {first!r}"
+    common = resources.files("bot").joinpath("lua", "_common.lua").read_text()
+    assert re.findall(r"redis\.call\('(RPUSH|LTRIM|PEXPIRE)', (\w+)", common) == [
+        ("RPUSH", "key"), ("LTRIM", "key"), ("PEXPIRE", "key")
+    ]
+
+
+@pytest.mark.parametrize(
+    "ms", [0, 951_782_400_000, 1_709_164_800_123, 1_735_689_599_999, 4_102_444_800_000, 1_582_934_400_000]
+)
+async def test_lua_timestamps_match_python(redis: Redis, ms: int) -> None:
+    source = script_source("finalize").split("\n-- FINALIZE")[0] + "\nreturn iso(tonumber(ARGV[1]))"
+    assert (await redis.eval(source, 0, ms)).decode() == iso_ms(ms)
