@@ -93,6 +93,8 @@ class Engine:
             await self._handle_ask(entry)
         elif "cancel" in entry.fields:
             await self._handle_cancel(entry)
+        elif "dismiss" in entry.fields:
+            await self._handle_dismiss(entry)
         else:
             METRICS.dead_letters.labels(reason="no_field").inc()
             await self.store.dead_letter(entry, "the entry has neither an 'ask' nor a 'cancel' field")
@@ -221,6 +223,18 @@ class Engine:
                 messages=loaded.messages,
                 reason=env.reason or "",
             )
+        await self.store.ack(entry.id)
+
+    async def _handle_dismiss(self, entry: Entry) -> None:
+        """``slack-ask dismiss``: an operator ends a pending ask as ``dismissed`` (bot-internal entry)."""
+        try:
+            data = json.loads(entry.fields["dismiss"])
+            ask_id, by = str(data["ask_id"]), str(data.get("by") or "operator")
+        except (ValueError, KeyError, TypeError):
+            await self.store.dead_letter(entry, "dismiss entry is not {\"ask_id\": ..., \"by\": ...}")
+            return
+        user = SlackUser(id=by) if by.startswith(("U", "W")) else None
+        await self.dismiss(ask_id, by=user, detail=f"dismissed by {by}")
         await self.store.ack(entry.id)
 
     async def _target(self, channel: str | None, user: str | None, thread_ts: str | None = None) -> Target:

@@ -1,0 +1,161 @@
+"""Operator commands: ``list``, ``status``, ``cancel`` and ``dismiss`` (protocol section 12).
+
+They read the bot's store directly; ``cancel`` and ``dismiss`` go through the intake stream so the
+running bot updates the Slack messages and pushes the single result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from bot.durations import format_duration
+from bot.redis_conn import connect, redacted
+from bot.store import AskStatus, Store
+
+__all__ = ["add_parser"]
+
+EXIT_NOT_FOUND = 1
+EXIT_REDIS = 8
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--redis", default=os.environ.get("REDIS_URL", "redis://localhost:6379/0"), help="Redis URL")
+    parser.add_argument("--prefix", default=os.environ.get("SLACK_ASK_PREFIX", "slack-ask"), help="key prefix")
+    parser.add_argument("--json", action="store_true", help="print exactly one JSON document")
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("list", help="list pending asks")
+    _common(p)
+    p.set_defaults(func=lambda a: _run(_list, a))
+    p = sub.add_parser("status", help="state, audit trail and result of one ask")
+    p.add_argument("ask_id")
+    _common(p)
+    p.set_defaults(func=lambda a: _run(_status, a))
+    p = sub.add_parser("cancel", help="withdraw a pending ask (outcome cancelled)")
+    p.add_argument("ask_id")
+    p.add_argument("--reason", default=None)
+    _common(p)
+    p.set_defaults(func=lambda a: _run(_cancel, a))
+    p = sub.add_parser("dismiss", help="dismiss a pending ask as an operator (outcome dismissed)")
+    p.add_argument("ask_id")
+    p.add_argument("--by", default=os.environ.get("USER", "operator"), help="who dismisses (a Slack user id or a name)")
+    _common(p)
+    p.set_defaults(func=lambda a: _run(_dismiss, a))
+
+
+def _run(command: Any, args: argparse.Namespace) -> int:
+    async def go() -> int:
+        redis = connect(args.redis, socket_connect_timeout=5)
+        try:
+            code: int = await command(Store(redis, args.prefix), redis, args)
+            return code
+        finally:
+            await redis.aclose()
+
+    try:
+        return asyncio.run(go())
+    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+        print(f"slack-ask: cannot reach Redis at {redacted(args.redis)}: {exc}", file=sys.stderr)
+        return EXIT_REDIS
+
+
+def _age(created_at: str) -> str:
+    from datetime import datetime
+
+    created = datetime.fromisoformat(created_at.replace("Z", "+00:00")).timestamp()
+    return format_duration(max(int((time.time() - created) * 1000), 0))
+
+
+async def _list(store: Store, _: Redis, args: argparse.Namespace) -> int:
+    pending = await store.list_pending()
+    if args.json:
+        print(json.dumps([s.model_dump(exclude={"audit", "result"}) for s in pending]))
+        return 0
+    if not pending:
+        print("No pending asks.")
+        return 0
+    rows = [("ASK ID", "STATE", "AGE", "ROUTE", "DEADLINE", "STEP")]
+    rows += [(s.ask_id, s.state, _age(s.created_at), s.route, s.deadline or "-", str(s.step)) for s in pending]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def _print_status(status: AskStatus) -> None:
+    print(f"ask:      {status.ask_id}")
+    print(f"state:    {status.state}" + (f" ({status.outcome})" if status.outcome else ""))
+    print(f"created:  {status.created_at}  ({_age(status.created_at)} ago)")
+    print(f"deadline: {status.deadline or 'none'}")
+    print(f"route:    {status.route}")
+    print("audit:")
+    for entry in status.audit or []:
+        who = f" by {entry.by}" if entry.by else ""
+        detail = f": {entry.detail}" if entry.detail else ""
+        print(f"  {entry.at}  {entry.event}{who}{detail}")
+    if status.result is not None:
+        print("result text:")
+        for line in str(status.result.get("text", "")).splitlines():
+            print(f"  {line}")
+
+
+async def _status(store: Store, _: Redis, args: argparse.Namespace) -> int:
+    status = await store.get_status(args.ask_id)
+    if status is None:
+        print(f"slack-ask: no ask {args.ask_id!r} (never seen, or its retention has ended)", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    if args.json:
+        print(json.dumps(status.model_dump(exclude={"step"})))
+    else:
+        _print_status(status)
+    return 0
+
+
+async def _send_and_wait(store: Store, redis: Redis, args: argparse.Namespace, field: str, body: dict[str, Any]) -> int:
+    status = await store.get_status(args.ask_id)
+    if status is None:
+        print(f"slack-ask: no ask {args.ask_id!r} (never seen, or its retention has ended)", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    if status.state == "ended":
+        print(f"slack-ask: ask {args.ask_id} already ended ({status.outcome}); nothing changed", file=sys.stderr)
+        return 0 if not args.json else _dump(status)
+    await redis.xadd(store.keys.asks, {field: json.dumps(body)})
+    # The running bot ends it; wait briefly so the operator sees the outcome.
+    for _ in range(50):
+        await asyncio.sleep(0.1)
+        status = await store.get_status(args.ask_id)
+        if status is not None and status.state == "ended":
+            break
+    assert status is not None
+    if args.json:
+        return _dump(status)
+    print(f"{args.ask_id}: {status.state}" + (f" ({status.outcome})" if status.outcome else " (no bot has taken it yet)"))
+    return 0
+
+
+def _dump(status: AskStatus) -> int:
+    print(json.dumps(status.model_dump(exclude={"step"})))
+    return 0
+
+
+async def _cancel(store: Store, redis: Redis, args: argparse.Namespace) -> int:
+    loaded_tag = await store.lookup_tag(args.ask_id)
+    loaded = await store.load(loaded_tag, args.ask_id) if loaded_tag else None
+    reply_to = loaded.record.reply_to if loaded else ""
+    body = {"v": 1, "ask_id": args.ask_id, "reply_to": reply_to or "-", "reason": args.reason}
+    return await _send_and_wait(store, redis, args, "cancel", body)
+
+
+async def _dismiss(store: Store, redis: Redis, args: argparse.Namespace) -> int:
+    return await _send_and_wait(store, redis, args, "dismiss", {"ask_id": args.ask_id, "by": args.by})
