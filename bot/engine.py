@@ -79,7 +79,7 @@ class Engine:
         self.store = store
         self.slack = slack
         self.consumer = consumer
-        self.lease_ms = max(settings.delivery_window_ms * LEASE_FACTOR, 30_000)
+        self.lease_ms = max(settings.delivery_window_ms * LEASE_FACTOR, 1_000)
 
     # ------------------------------------------------------------------ intake
 

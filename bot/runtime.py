@@ -108,8 +108,7 @@ class BotRuntime:
         app = web.Application()
 
         async def events(request: web.Request) -> web.Response:
-            body = await request.text()
-            response = await bolt.async_dispatch(to_bolt_request(request, body))
+            response = await bolt.async_dispatch(await to_bolt_request(request))
             return await to_aiohttp_response(response)
 
         async def healthz(_: web.Request) -> web.Response:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
@@ -74,3 +75,30 @@ async def redis(redis_url: str, prefix: str) -> AsyncIterator[Redis]:
 @pytest.fixture
 def reply_to(prefix: str) -> Iterator[str]:
     yield f"{prefix}:reply:{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+async def fake_slack() -> AsyncIterator[Any]:
+    from bot.playground import FakeSlack
+
+    from tests.harness import SIGNING_SECRET
+
+    fake = FakeSlack.with_demo_workspace(signing_secret=SIGNING_SECRET)
+    await fake.start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()
+
+
+@pytest.fixture
+async def harness(fake_slack: Any, redis: Redis, redis_url: str, prefix: str) -> AsyncIterator[Any]:
+    """A fake Slack and one running bot replica (more with ``await harness.start_replica()``)."""
+    from tests.harness import Harness
+
+    h = Harness(fake=fake_slack, redis=redis, redis_url=redis_url, prefix=prefix)
+    await h.start_replica()
+    try:
+        yield h
+    finally:
+        await h.stop()

@@ -5,7 +5,7 @@
 -- Returns {verdict, detail}:
 --   {'post', tries}      this consumer holds the lease and must post to Slack
 --   {'busy', ''}         another live consumer holds the lease: leave the entry pending
---   {'posted', ''}       already posted (a duplicate ask or a reclaimed entry): just ack
+--   {'posted', ''}       already posted, or a duplicate entry while the first is in flight: just ack
 --   {'ended', result, entry} already ended: the stored result and the entry that carried the ask
 --   {'cancel', reason}   a cancel arrived first: end it as cancelled now
 --   {'expired', ''}      first read after its deadline: end it by its timeout policy now
@@ -17,6 +17,9 @@ if state then
     return {'ended', r[1] or '', r[2] or ''}
   end
   if state == 'posted' then return {'posted', ''} end
+  -- Another entry with the same ask_id (an agent's retry) while the first is in flight: the first
+  -- entry is still pending, so this one can be acknowledged at once.
+  if redis.call('HGET', KEYS[1], 'entry') ~= ARGV[7] then return {'posted', ''} end
   local owner = redis.call('HGET', KEYS[1], 'owner')
   local lease = tonumber(redis.call('HGET', KEYS[1], 'lease_until') or '0')
   if owner ~= ARGV[4] and lease > now then return {'busy', ''} end
