@@ -24,6 +24,8 @@ class Rejection:
     kind: Literal["error", "unavailable"]
     code: str
     message: str
+    record: AskRecord | None = None
+    """For ``unavailable``: the normalized ask, so every question can say ``unavailable``."""
 
 
 def route_text(route: Route | None) -> str:
@@ -74,13 +76,6 @@ def build_record(env: AskEnvelope, *, tag: str, created_ms: int, settings: Setti
 
     if route is None:
         route = settings.default_route
-    if route is None:
-        return Rejection(
-            "unavailable",
-            "no_route",
-            "The ask names no route and no default route is configured "
-            "(set SLACK_ASK_DEFAULT_CHANNEL or a default route in the policy file)",
-        )
 
     defaults = settings.defaults
     timeout = env.timeout_ms or policy.timeout_ms or defaults.timeout_ms or 0
@@ -91,7 +86,7 @@ def build_record(env: AskEnvelope, *, tag: str, created_ms: int, settings: Setti
         remind = max(remind, settings.min_remind_ms)
     label = route_text(env.route) if env.route is not None and env.route.policy else ""
     text = route_text(route) if not label else f"{label} -> {route_text(route)}"
-    return AskRecord(
+    record = AskRecord(
         ask_id=env.ask_id,
         tag=tag,
         reply_to=env.reply_to,
@@ -109,3 +104,12 @@ def build_record(env: AskEnvelope, *, tag: str, created_ms: int, settings: Setti
         remind_every_ms=remind or None,
         max_reminders=policy.max_reminders if policy.max_reminders is not None else defaults.max_reminders,
     )
+    if route is None:
+        return Rejection(
+            "unavailable",
+            "no_route",
+            "The ask names no route and no default route is configured "
+            "(set SLACK_ASK_DEFAULT_CHANNEL or a default route in the policy file)",
+            record=record,
+        )
+    return record

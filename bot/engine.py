@@ -117,7 +117,7 @@ class Engine:
         tag = await self.store.claim_index(env.ask_id, slot_tag(env.reply_to), self._pending_ttl_ms(None))
         built = build_record(env, tag=tag, created_ms=created_ms, settings=self.settings)
         if isinstance(built, Rejection):
-            rec = AskRecord(
+            rec = built.record or AskRecord(
                 ask_id=env.ask_id, tag=tag, reply_to=env.reply_to, format=env.format, created_ms=created_ms
             )
         else:
@@ -152,9 +152,8 @@ class Engine:
         if isinstance(built, Rejection):
             METRICS.asks.labels(result=built.code).inc()
             if built.kind == "unavailable":
-                ending = results.ended_without_answer(rec, "unavailable", error={"code": built.code, "message": built.message})
-                if rec.request is None and rec.form is None:
-                    ending = results.Ending("unavailable", [], "", {}, results.NONE, ending.error)
+                error = {"code": built.code, "message": built.message}
+                ending = results.ended_without_answer(rec, "unavailable", error=error)
             else:
                 ending = results.envelope_error(built.code, built.message)
             await self.end(rec, ending, actor=None, event=built.code, detail=built.message, messages=[])

@@ -40,6 +40,7 @@ class Intake:
         self.count = count
         self._slots = asyncio.Semaphore(concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._in_flight: set[str] = set()
 
     async def _one(self, entry: Entry) -> None:
         try:
@@ -49,10 +50,14 @@ class Intake:
             # parked on the dead-letter stream with its reason.
             log.exception("intake entry %s failed; it stays pending for a retry", entry.id)
         finally:
+            self._in_flight.discard(entry.id)
             self._slots.release()
 
     async def _dispatch(self, entries: list[Entry]) -> None:
         for entry in entries:
+            if entry.id in self._in_flight:
+                continue  # still being handled here (a slow Slack call): reclaim must not start it twice
+            self._in_flight.add(entry.id)
             await self._slots.acquire()
             task = asyncio.create_task(self._one(entry))
             self._tasks.add(task)

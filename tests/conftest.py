@@ -64,7 +64,7 @@ async def _delete_prefixed(client: Redis, prefix: str) -> None:
 @pytest.fixture
 async def redis(redis_url: str, prefix: str) -> AsyncIterator[Redis]:
     """An asyncio client; every key under this test's prefix is deleted afterwards."""
-    client = Redis.from_url(redis_url)
+    client = Redis.from_url(redis_url, socket_timeout=60)
     try:
         yield client
     finally:

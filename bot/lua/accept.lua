@@ -20,9 +20,9 @@ if state then
   -- Another entry with the same ask_id (an agent's retry) while the first is in flight: the first
   -- entry is still pending, so this one can be acknowledged at once.
   if redis.call('HGET', KEYS[1], 'entry') ~= ARGV[7] then return {'posted', ''} end
-  local owner = redis.call('HGET', KEYS[1], 'owner')
   local lease = tonumber(redis.call('HGET', KEYS[1], 'lease_until') or '0')
-  if owner ~= ARGV[4] and lease > now then return {'busy', ''} end
+  -- A live lease means someone (maybe this very process, still waiting on Slack) is delivering it.
+  if lease > now then return {'busy', ''} end
   local tries = redis.call('HINCRBY', KEYS[1], 'tries', 1)
   redis.call('HSET', KEYS[1], 'owner', ARGV[4], 'lease_until', now + tonumber(ARGV[5]))
   audit(KEYS[2], now, 'taken_over', ARGV[4], 'delivery attempt ' .. tries, tonumber(ARGV[6]))
