@@ -48,6 +48,9 @@ def build_app(engine: Engine, *, client: AsyncWebClient, signing_secret: str | N
         request_verification_enabled=not socket_mode,
         process_before_response=False,
         raise_error_for_unhandled_request=False,
+        # message_deleted of the bot's own ask message is an event about the bot itself; Bolt drops
+        # those by default, and the bot must see it to dismiss the ask.
+        ignoring_self_events_enabled=False,
     )
 
     @app.action(re.compile(rf"^{re.escape(ACTION_CHOOSE)}(:\d+)?$"))

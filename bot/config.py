@@ -127,6 +127,7 @@ class Settings(BaseSettings):
     delivery_window_ms: int = Field(default=60_000, ge=0, validation_alias="SLACK_ASK_DELIVERY_WINDOW_MS")
     reclaim_idle_ms: int = Field(default=60_000, ge=100, validation_alias="SLACK_ASK_RECLAIM_IDLE_MS")
     sweep_interval_ms: int = Field(default=200, ge=10, validation_alias="SLACK_ASK_SWEEP_INTERVAL_MS")
+    timer_lease_ms: int = Field(default=30_000, ge=100, validation_alias="SLACK_ASK_TIMER_LEASE_MS")
     max_deliveries: int = Field(default=5, ge=1, validation_alias="SLACK_ASK_MAX_DELIVERIES")
     consumer_name: str | None = Field(default=None, validation_alias="SLACK_ASK_CONSUMER")
     mcp_wait_s: float = Field(default=25.0, ge=0, validation_alias="SLACK_ASK_MCP_WAIT_S")

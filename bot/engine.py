@@ -41,7 +41,6 @@ __all__ = ["Engine", "Refusal"]
 log = logging.getLogger(__name__)
 
 LEASE_FACTOR = 2  # an intake lease outlives the delivery window, so a slow Slack never causes a double post
-TIMER_LEASE_MS = 30_000
 
 
 @dataclass(frozen=True, slots=True)

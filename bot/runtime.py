@@ -65,7 +65,7 @@ class BotRuntime:
             reclaim_idle_ms=s.reclaim_idle_ms,
             block_ms=self.intake_block_ms,
         )
-        self.sweeper = Sweeper(self.engine, self.store, interval_ms=s.sweep_interval_ms)
+        self.sweeper = Sweeper(self.engine, self.store, interval_ms=s.sweep_interval_ms, lease_ms=s.timer_lease_ms)
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._runner: web.AppRunner | None = None

@@ -14,7 +14,7 @@ import random
 
 from redis.exceptions import RedisError
 
-from bot.engine import TIMER_LEASE_MS, Engine
+from bot.engine import Engine
 from bot.store import Store
 
 __all__ = ["Sweeper"]
@@ -23,15 +23,16 @@ log = logging.getLogger(__name__)
 
 
 class Sweeper:
-    def __init__(self, engine: Engine, store: Store, *, interval_ms: int, batch: int = 100) -> None:
+    def __init__(self, engine: Engine, store: Store, *, interval_ms: int, lease_ms: int = 30_000, batch: int = 100) -> None:
         self.engine = engine
         self.store = store
         self.interval_s = interval_ms / 1000
         self.batch = batch
+        self.lease_ms = lease_ms
 
     async def sweep_once(self) -> int:
         """Claim and handle the timers due now; returns how many fired."""
-        now, due = await self.store.claim_due(limit=self.batch, lease_ms=TIMER_LEASE_MS)
+        now, due = await self.store.claim_due(limit=self.batch, lease_ms=self.lease_ms)
         if due:
             outcomes = await asyncio.gather(
                 *(self.engine.on_due(ask_id, tag, now) for ask_id, tag in due), return_exceptions=True

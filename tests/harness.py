@@ -61,6 +61,7 @@ class Harness:
             "reclaim_idle_ms": 400,
             "sweep_interval_ms": 50,
             "delivery_window_ms": 1500,
+            "timer_lease_ms": 1500,
             **self.overrides,
             **extra,
         }
