@@ -14,7 +14,16 @@ from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.engine import Engine
-from bot.ids import ACTION_CHOOSE, ACTION_DECLINE, ACTION_NOOP, ACTION_OPEN, ACTION_OTHER, VIEW_FORM, VIEW_OTHER, AskRef
+from bot.ids import (
+    ACTION_CHOOSE,
+    ACTION_DECLINE,
+    ACTION_NOOP,
+    ACTION_OPEN,
+    ACTION_OTHER,
+    VIEW_FORM,
+    VIEW_OTHER,
+    AskRef,
+)
 from bot.interactions import parse_block_action, parse_view_submission
 
 __all__ = ["build_app", "find_ask_ref"]
@@ -40,7 +49,9 @@ def find_ask_ref(blocks: Any) -> AskRef | None:
     return None
 
 
-def build_app(engine: Engine, *, client: AsyncWebClient, signing_secret: str | None, socket_mode: bool) -> AsyncApp:
+def build_app(
+    engine: Engine, *, client: AsyncWebClient, signing_secret: str | None, socket_mode: bool
+) -> AsyncApp:
     app = AsyncApp(
         client=client,
         # Socket Mode payloads arrive over an authenticated WebSocket; HTTP requests are always verified.
@@ -107,7 +118,10 @@ def build_app(engine: Engine, *, client: AsyncWebClient, signing_secret: str | N
             return
         previous = event.get("previous_message") or {}
         ref = find_ask_ref(previous.get("blocks"))
-        channel, ts = str(event.get("channel") or ""), str(event.get("deleted_ts") or previous.get("ts") or "")
+        channel, ts = (
+            str(event.get("channel") or ""),
+            str(event.get("deleted_ts") or previous.get("ts") or ""),
+        )
         await engine.dismiss_message(channel, ts, ref, detail=f"message {channel}/{ts} was deleted")
 
     async def archived(event: dict[str, Any]) -> None:

@@ -55,7 +55,9 @@ def build_record(env: AskEnvelope, *, tag: str, created_ms: int, settings: Setti
         if found is None:
             known = ", ".join(sorted(settings.policy_file.policies)) or "none are configured"
             return Rejection(
-                "error", "invalid_envelope", f"route.policy: no policy named {route.policy!r} (known: {known})"
+                "error",
+                "invalid_envelope",
+                f"route.policy: no policy named {route.policy!r} (known: {known})",
             )
         policy = found
         route = policy.route

@@ -29,8 +29,12 @@ EXIT_REDIS = 8
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--redis", default=os.environ.get("REDIS_URL", "redis://localhost:6379/0"), help="Redis URL")
-    parser.add_argument("--prefix", default=os.environ.get("SLACK_ASK_PREFIX", "slack-ask"), help="key prefix")
+    parser.add_argument(
+        "--redis", default=os.environ.get("REDIS_URL", "redis://localhost:6379/0"), help="Redis URL"
+    )
+    parser.add_argument(
+        "--prefix", default=os.environ.get("SLACK_ASK_PREFIX", "slack-ask"), help="key prefix"
+    )
     parser.add_argument("--json", action="store_true", help="print exactly one JSON document")
 
 
@@ -49,7 +53,9 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=lambda a: _run(_cancel, a))
     p = sub.add_parser("dismiss", help="dismiss a pending ask as an operator (outcome dismissed)")
     p.add_argument("ask_id")
-    p.add_argument("--by", default=os.environ.get("USER", "operator"), help="who dismisses (a Slack user id or a name)")
+    p.add_argument(
+        "--by", default=os.environ.get("USER", "operator"), help="who dismisses (a Slack user id or a name)"
+    )
     _common(p)
     p.set_defaults(func=lambda a: _run(_dismiss, a))
 
@@ -86,7 +92,9 @@ async def _list(store: Store, _: Redis, args: argparse.Namespace) -> int:
         print("No pending asks.")
         return 0
     rows = [("ASK ID", "STATE", "AGE", "ROUTE", "DEADLINE", "STEP")]
-    rows += [(s.ask_id, s.state, _age(s.created_at), s.route, s.deadline or "-", str(s.step)) for s in pending]
+    rows += [
+        (s.ask_id, s.state, _age(s.created_at), s.route, s.deadline or "-", str(s.step)) for s in pending
+    ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
@@ -122,13 +130,17 @@ async def _status(store: Store, _: Redis, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _send_and_wait(store: Store, redis: Redis, args: argparse.Namespace, field: str, body: dict[str, Any]) -> int:
+async def _send_and_wait(
+    store: Store, redis: Redis, args: argparse.Namespace, field: str, body: dict[str, Any]
+) -> int:
     status = await store.get_status(args.ask_id)
     if status is None:
         print(f"slack-ask: no ask {args.ask_id!r} (never seen, or its retention has ended)", file=sys.stderr)
         return EXIT_NOT_FOUND
     if status.state == "ended":
-        print(f"slack-ask: ask {args.ask_id} already ended ({status.outcome}); nothing changed", file=sys.stderr)
+        print(
+            f"slack-ask: ask {args.ask_id} already ended ({status.outcome}); nothing changed", file=sys.stderr
+        )
         return 0 if not args.json else _dump(status)
     await redis.xadd(store.keys.asks, {field: json.dumps(body)})
     # The running bot ends it; wait briefly so the operator sees the outcome.
@@ -140,7 +152,10 @@ async def _send_and_wait(store: Store, redis: Redis, args: argparse.Namespace, f
     assert status is not None
     if args.json:
         return _dump(status)
-    print(f"{args.ask_id}: {status.state}" + (f" ({status.outcome})" if status.outcome else " (no bot has taken it yet)"))
+    print(
+        f"{args.ask_id}: {status.state}"
+        + (f" ({status.outcome})" if status.outcome else " (no bot has taken it yet)")
+    )
     return 0
 
 

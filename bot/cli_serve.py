@@ -20,7 +20,9 @@ log = logging.getLogger("slack_ask")
 
 def add_parser(sub: Any) -> None:
     parser = sub.add_parser("serve", help="run the bot (Socket Mode, or HTTP with --http)")
-    parser.add_argument("--http", action="store_true", help="serve Slack's requests over HTTP (POST /slack/events)")
+    parser.add_argument(
+        "--http", action="store_true", help="serve Slack's requests over HTTP (POST /slack/events)"
+    )
     parser.add_argument("--host", default="0.0.0.0", help="HTTP bind address (default 0.0.0.0)")
     parser.add_argument("--port", type=int, default=3000, help="HTTP port (default 3000)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
@@ -51,7 +53,10 @@ async def _serve(settings: Any, *, http: bool, host: str, port: int) -> int:
     try:
         await runtime.start()
     except (RedisConnectionError, OSError) as exc:
-        print(f"slack-ask: cannot reach Redis at {redacted(settings.redis_url.get_secret_value())}: {exc}", file=sys.stderr)
+        print(
+            f"slack-ask: cannot reach Redis at {redacted(settings.redis_url.get_secret_value())}: {exc}",
+            file=sys.stderr,
+        )
         await runtime.aclose()
         return 8
     stop = asyncio.Event()
@@ -66,13 +71,15 @@ async def _serve(settings: Any, *, http: bool, host: str, port: int) -> int:
         from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
         assert settings.slack_app_token is not None
-        handler = AsyncSocketModeHandler(runtime.bolt_app(socket_mode=True), settings.slack_app_token.get_secret_value())
-        await handler.connect_async()
+        handler = AsyncSocketModeHandler(
+            runtime.bolt_app(socket_mode=True), settings.slack_app_token.get_secret_value()
+        )
+        await handler.connect_async()  # type: ignore[no-untyped-call]
         log.info("connected to Slack in Socket Mode")
     log.info("consumer %s reading %s:asks", runtime.engine.consumer, settings.prefix)
     await stop.wait()
     log.info("shutting down")
     if handler is not None:
-        await handler.close_async()
+        await handler.close_async()  # type: ignore[no-untyped-call]
     await runtime.aclose()
     return 0

@@ -146,7 +146,9 @@ class Settings(BaseSettings):
     def _redis_scheme(cls, value: SecretStr) -> SecretStr:
         url = value.get_secret_value()
         if not url.startswith(("redis://", "rediss://", "unix://", "redis+sentinel://", "redis+cluster://")):
-            raise ValueError("must start with redis://, rediss://, unix://, redis+sentinel:// or redis+cluster://")
+            raise ValueError(
+                "must start with redis://, rediss://, unix://, redis+sentinel:// or redis+cluster://"
+            )
         return value
 
     @property
@@ -184,7 +186,9 @@ def load_policy_file(path: Path) -> PolicyFile:
         else:
             data = yaml.safe_load(raw_text) or {}
     except (tomllib.TOMLDecodeError, yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid {'TOML' if path.suffix == '.toml' else 'YAML'}: {exc}") from None
+        raise ConfigError(
+            f"{path}: not valid {'TOML' if path.suffix == '.toml' else 'YAML'}: {exc}"
+        ) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a table/mapping with 'defaults' and 'policies'")
     try:

@@ -1,4 +1,4 @@
-"""Durations on the command line and in policy files: ``90s``, ``10m``, ``2h``, ``1d`` or plain milliseconds."""
+"""Durations on the command line and in policy files: ``90s``, ``10m``, ``2h``, ``1d`` or plain ms."""
 
 from __future__ import annotations
 

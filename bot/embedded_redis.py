@@ -53,8 +53,21 @@ def _start_redis_server(binary: str) -> EmbeddedRedis:
     port = free_port()
     workdir = tempfile.mkdtemp(prefix="slack-ask-redis-")
     proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", workdir, "--maxmemory-policy", "noeviction"],
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            workdir,
+            "--maxmemory-policy",
+            "noeviction",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -64,7 +77,9 @@ def _start_redis_server(binary: str) -> EmbeddedRedis:
             proc.kill()
             raise RuntimeError(f"{binary} did not start on port {port}")
         time.sleep(0.05)
-    version = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False).stdout.split()
+    version = subprocess.run(
+        [binary, "--version"], capture_output=True, text=True, check=False
+    ).stdout.split()
 
     def stop() -> None:
         proc.terminate()

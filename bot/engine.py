@@ -14,9 +14,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from contract import QuestionAnswer
-from contract.envelopes import EnvelopeError, EscalationStep, parse_ask_envelope, parse_cancel_envelope
-
 from bot import render, results
 from bot.asks import Rejection, build_record
 from bot.config import Settings
@@ -35,6 +32,8 @@ from bot.keys import slot_tag
 from bot.metrics import METRICS
 from bot.model import AskRecord, PostedMessage, Target
 from bot.store import Entry, LoadedAsk, ResolveVerdict, Store, iso_ms
+from contract import QuestionAnswer
+from contract.envelopes import EnvelopeError, EscalationStep, parse_ask_envelope, parse_cancel_envelope
 
 __all__ = ["Engine", "Refusal"]
 
@@ -86,7 +85,9 @@ class Engine:
         """Handle one intake entry; never raises for bad input (it ends up on a queue instead)."""
         if entry.deliveries > self.settings.max_deliveries:
             METRICS.dead_letters.labels(reason="poison").inc()
-            await self.store.dead_letter(entry, f"failed {entry.deliveries - 1} times; parked for an operator")
+            await self.store.dead_letter(
+                entry, f"failed {entry.deliveries - 1} times; parked for an operator"
+            )
             return
         if "ask" in entry.fields:
             await self._handle_ask(entry)
@@ -101,7 +102,11 @@ class Engine:
     def _pending_ttl_ms(self, rec: AskRecord | None) -> int:
         # Bounded lifetime for every key: pending life (deadline, or retention for open-ended asks)
         # plus the retention that follows the end.
-        life = (rec.deadline_ms - rec.created_ms) if rec is not None and rec.deadline_ms else self.store.retention_ms
+        life = (
+            (rec.deadline_ms - rec.created_ms)
+            if rec is not None and rec.deadline_ms
+            else self.store.retention_ms
+        )
         return life + self.store.retention_ms + 86_400_000
 
     async def _handle_ask(self, entry: Entry) -> None:
@@ -160,13 +165,24 @@ class Engine:
             return
         if verdict.verdict == "cancel":
             await self.end(
-                rec, results.ended_without_answer(rec, "cancelled"), actor=None, event="cancelled",
-                detail=verdict.detail, messages=[],
+                rec,
+                results.ended_without_answer(rec, "cancelled"),
+                actor=None,
+                event="cancelled",
+                detail=verdict.detail,
+                messages=[],
             )
             await self.store.ack(entry.id)
             return
         if verdict.verdict == "expired":
-            await self.end(rec, results.timed_out(rec), actor=None, event="timeout", detail="read after its deadline", messages=[])
+            await self.end(
+                rec,
+                results.timed_out(rec),
+                actor=None,
+                event="timeout",
+                detail="read after its deadline",
+                messages=[],
+            )
             await self.store.ack(entry.id)
             return
         await self._deliver(rec, entry)
@@ -180,7 +196,11 @@ class Engine:
         if exc.ask_id is None:
             now = await self.store.server_time_ms()
             prefix = results.result_prefix(
-                ask_id=None, format="pi-question", ending=ending, responder=None, slack=None,
+                ask_id=None,
+                format="pi-question",
+                ending=ending,
+                responder=None,
+                slack=None,
                 created_at=iso_ms(created_ms),
             )
             await self.store.push_unrecorded(exc.reply_to, prefix + json.dumps(iso_ms(now)) + "}")
@@ -189,8 +209,12 @@ class Engine:
         tag = await self.store.claim_index(exc.ask_id, slot_tag(exc.reply_to), self._pending_ttl_ms(None))
         rec = AskRecord(ask_id=exc.ask_id, tag=tag, reply_to=exc.reply_to, created_ms=created_ms)
         verdict = await self.store.accept(
-            rec, consumer=self.consumer, lease_ms=self.lease_ms, pending_ttl_ms=self._pending_ttl_ms(None),
-            entry_id=entry.id, schedule_at_ms=None,
+            rec,
+            consumer=self.consumer,
+            lease_ms=self.lease_ms,
+            pending_ttl_ms=self._pending_ttl_ms(None),
+            entry_id=entry.id,
+            schedule_at_ms=None,
         )
         if verdict.verdict in ("post", "cancel", "expired"):
             await self.end(rec, ending, actor=None, event=exc.code, detail=exc.message, messages=[])
@@ -229,7 +253,7 @@ class Engine:
             data = json.loads(entry.fields["dismiss"])
             ask_id, by = str(data["ask_id"]), str(data.get("by") or "operator")
         except (ValueError, KeyError, TypeError):
-            await self.store.dead_letter(entry, "dismiss entry is not {\"ask_id\": ..., \"by\": ...}")
+            await self.store.dead_letter(entry, 'dismiss entry is not {"ask_id": ..., "by": ...}')
             return
         user = SlackUser(id=by) if by.startswith(("U", "W")) else None
         await self.dismiss(ask_id, by=user, detail=f"dismissed by {by}")
@@ -248,10 +272,12 @@ class Engine:
             ts = await self.slack.post(target, text=message.text, blocks=message.blocks)
         except SlackError as exc:
             METRICS.asks.labels(result="unavailable").inc()
-            message_text = str(exc) if isinstance(exc, SlackPermanentError) else str(exc)
+            message_text = str(exc)
             await self.end(
                 rec,
-                results.ended_without_answer(rec, "unavailable", error={"code": exc.code, "message": message_text}),
+                results.ended_without_answer(
+                    rec, "unavailable", error={"code": exc.code, "message": message_text}
+                ),
                 actor=None,
                 event="unavailable",
                 detail=message_text,
@@ -262,7 +288,9 @@ class Engine:
         posted = PostedMessage(channel=target.channel, ts=ts, step=0)
         METRICS.asks.labels(result="posted").inc()
         await self.store.track_channel(target.channel, rec.ask_id, rec.tag)
-        state = await self.store.posted(rec.tag, rec.ask_id, [posted], actor=self.consumer, ack_entry=entry.id)
+        state = await self.store.posted(
+            rec.tag, rec.ask_id, [posted], actor=self.consumer, ack_entry=entry.id
+        )
         if state == "ended":
             # Ended (cancelled, say) while we were posting: never leave a live button behind.
             loaded = await self.store.load(rec.tag, rec.ask_id)
@@ -316,7 +344,9 @@ class Engine:
         if verdict.verdict == "won":
             METRICS.results.labels(outcome=ending.outcome).inc()
             assert verdict.result is not None
-            await self.finish_messages(rec, verdict.messages, verdict.result, actor.id if actor else None, reason=reason)
+            await self.finish_messages(
+                rec, verdict.messages, verdict.result, actor.id if actor else None, reason=reason
+            )
         return verdict
 
     async def finish_messages(
@@ -349,7 +379,9 @@ class Engine:
                 log.info("could not update %s/%s: %s", message.channel, message.ts, exc.code)
                 ok += 1
             except SlackError as exc:
-                log.warning("could not update %s/%s yet: %s (the sweeper retries)", message.channel, message.ts, exc)
+                log.warning(
+                    "could not update %s/%s yet: %s (the sweeper retries)", message.channel, message.ts, exc
+                )
         if ok == len(messages):
             await self.store.finalize(rec.tag, rec.ask_id, len(messages))
 
@@ -445,7 +477,11 @@ class Engine:
 
     async def time_out(self, loaded: LoadedAsk) -> None:
         await self.end(
-            loaded.record, results.timed_out(loaded.record), actor=None, event="timeout", detail="deadline passed",
+            loaded.record,
+            results.timed_out(loaded.record),
+            actor=None,
+            event="timeout",
+            detail="deadline passed",
             messages=loaded.messages,
         )
 
@@ -464,7 +500,11 @@ class Engine:
         question = rec.request.questions[0]
         answers = [QuestionAnswer(id=question.id, status="answered", selected=[option])]
         refusal = await self._answer(
-            loaded, results.answered(rec, answers), action.user, channel=action.channel, ts=action.message_ts,
+            loaded,
+            results.answered(rec, answers),
+            action.user,
+            channel=action.channel,
+            ts=action.message_ts,
             event="answered",
         )
         if refusal is not None:
@@ -506,9 +546,13 @@ class Engine:
             await self.slack.open_view(action.trigger_id, view)
         except SlackError as exc:
             log.warning("could not open the form for %s: %s", ref.ask_id, exc)
-            await self.tell(action.channel, action.user.id, "Slack did not open the form in time. Please click again.")
+            await self.tell(
+                action.channel, action.user.id, "Slack did not open the form in time. Please click again."
+            )
 
-    async def on_submit(self, sub: ViewSubmission) -> tuple[dict[str, Any] | None, Callable[[], Awaitable[None]] | None]:
+    async def on_submit(
+        self, sub: ViewSubmission
+    ) -> tuple[dict[str, Any] | None, Callable[[], Awaitable[None]] | None]:
         """A modal was submitted. Returns the ack body (``response_action``, or None for a plain ack)
         and the work to run after the ack.
 
@@ -534,7 +578,9 @@ class Engine:
             ending = _form_ending(loaded.record, parsed)
 
         async def resolve() -> None:
-            refusal = await self._answer(loaded, ending, sub.user, channel=meta.channel, ts=meta.ts, event="answered")
+            refusal = await self._answer(
+                loaded, ending, sub.user, channel=meta.channel, ts=meta.ts, event="answered"
+            )
             if refusal is not None:
                 await self.tell(meta.channel, sub.user.id, refusal.text)
 
@@ -548,8 +594,12 @@ class Engine:
         if loaded is None:
             return None
         return await self.end(
-            loaded.record, results.ended_without_answer(loaded.record, "dismissed"), actor=by, event="dismissed",
-            detail=detail, messages=loaded.messages,
+            loaded.record,
+            results.ended_without_answer(loaded.record, "dismissed"),
+            actor=by,
+            event="dismissed",
+            detail=detail,
+            messages=loaded.messages,
         )
 
     async def cancel(self, ask_id: str, *, reason: str | None, by: str) -> ResolveVerdict | None:
@@ -558,8 +608,13 @@ class Engine:
         if loaded is None:
             return None
         return await self.end(
-            loaded.record, results.ended_without_answer(loaded.record, "cancelled"), actor=None, event="cancelled",
-            detail=f"by {by}", messages=loaded.messages, reason=reason or "",
+            loaded.record,
+            results.ended_without_answer(loaded.record, "cancelled"),
+            actor=None,
+            event="cancelled",
+            detail=f"by {by}",
+            messages=loaded.messages,
+            reason=reason or "",
         )
 
     async def dismiss_message(self, channel: str, ts: str, ref: AskRef | None, *, detail: str) -> None:
@@ -572,8 +627,12 @@ class Engine:
         if not any(m.channel == channel and (not ts or m.ts == ts) for m in loaded.messages):
             return
         await self.end(
-            loaded.record, results.ended_without_answer(loaded.record, "dismissed"), actor=None, event="dismissed",
-            detail=detail, messages=[m for m in loaded.messages if not (m.channel == channel and (not ts or m.ts == ts))],
+            loaded.record,
+            results.ended_without_answer(loaded.record, "dismissed"),
+            actor=None,
+            event="dismissed",
+            detail=detail,
+            messages=[m for m in loaded.messages if not (m.channel == channel and (not ts or m.ts == ts))],
         )
 
     async def dismiss_channel(self, channel: str, *, detail: str) -> None:
@@ -628,8 +687,10 @@ class Engine:
         if step < len(rec.escalate) and now_ms >= rec.created_ms + rec.escalate[step].after_ms:
             await self._escalate(loaded, step, rec.escalate[step], now_ms)
             step += 1
-        elif rec.remind_every_ms and reminders < rec.max_reminders and (
-            now_ms >= rec.created_ms + rec.remind_every_ms * (reminders + 1)
+        elif (
+            rec.remind_every_ms
+            and reminders < rec.max_reminders
+            and (now_ms >= rec.created_ms + rec.remind_every_ms * (reminders + 1))
         ):
             await self._remind(loaded, reminders, now_ms)
             reminders += 1
@@ -645,15 +706,26 @@ class Engine:
         except SlackError as exc:
             log.warning("escalation step %d of %s failed: %s", step + 1, rec.ask_id, exc)
             await self.store.advance(
-                rec.tag, rec.ask_id, counter="step", expected=step, event="escalation_failed", actor=self.consumer,
+                rec.tag,
+                rec.ask_id,
+                counter="step",
+                expected=step,
+                event="escalation_failed",
+                actor=self.consumer,
                 detail=f"{where}: {exc}",
             )
             return
         new = PostedMessage(channel=target.channel, ts=ts, step=step + 1)
         await self.store.track_channel(target.channel, rec.ask_id, rec.tag)
         outcome = await self.store.advance(
-            rec.tag, rec.ask_id, counter="step", expected=step, messages=[new], event="escalated",
-            actor=self.consumer, detail=where,
+            rec.tag,
+            rec.ask_id,
+            counter="step",
+            expected=step,
+            messages=[new],
+            event="escalated",
+            actor=self.consumer,
+            detail=where,
         )
         METRICS.escalations.inc()
         if outcome == "ended":
@@ -663,12 +735,12 @@ class Engine:
             return
         # Earlier messages stay answerable and say where the ask went.
         places = [where]
-        for message in loaded.messages:
-            redrawn = render.render_ask_message(rec, now_ms=now_ms, step=message.step, elsewhere=places)
+        for earlier in loaded.messages:
+            redrawn = render.render_ask_message(rec, now_ms=now_ms, step=earlier.step, elsewhere=places)
             try:
-                await self.slack.update(message.channel, message.ts, text=redrawn.text, blocks=redrawn.blocks)
+                await self.slack.update(earlier.channel, earlier.ts, text=redrawn.text, blocks=redrawn.blocks)
             except SlackError as exc:
-                log.info("could not note the escalation on %s/%s: %s", message.channel, message.ts, exc)
+                log.info("could not note the escalation on %s/%s: %s", earlier.channel, earlier.ts, exc)
 
     async def _remind(self, loaded: LoadedAsk, reminders: int, now_ms: int) -> None:
         rec = loaded.record
@@ -681,7 +753,12 @@ class Engine:
         except SlackError as exc:
             log.info("reminder for %s failed: %s", rec.ask_id, exc)
         await self.store.advance(
-            rec.tag, rec.ask_id, counter="reminders", expected=reminders, event="reminded", actor=self.consumer,
+            rec.tag,
+            rec.ask_id,
+            counter="reminders",
+            expected=reminders,
+            event="reminded",
+            actor=self.consumer,
             detail=f"reminder {reminders + 1}",
         )
 
@@ -702,4 +779,3 @@ def _notice_view(text: str) -> dict[str, Any]:
             "blocks": [{"type": "section", "text": {"type": "plain_text", "text": text}}],
         },
     }
-

@@ -222,8 +222,10 @@ def _collect(values: Mapping[str, Mapping[str, StateValue]], count: int) -> tupl
                 if value.type == "plain_text_input":
                     slot.text = value.value
                     continue
-                options = value.selected_options if value.selected_options is not None else (
-                    [value.selected_option] if value.selected_option is not None else []
+                options = (
+                    value.selected_options
+                    if value.selected_options is not None
+                    else ([value.selected_option] if value.selected_option is not None else [])
                 )
                 picked: list[int] = []
                 for option in options:
@@ -263,7 +265,11 @@ def _read_pi(ask: AskRecord, values: Mapping[str, Mapping[str, StateValue]]) -> 
         custom = got.custom if question.custom_allowed and not _blank(got.custom) else None
         if not choice and custom is None:
             block = f"{FIELD_ANSWER}:{i}"
-            errors[block] = "Pick an option or type your own answer below." if question.custom_allowed else "Pick an option."
+            errors[block] = (
+                "Pick an option or type your own answer below."
+                if question.custom_allowed
+                else "Pick an option."
+            )
             continue
         answers.append(
             QuestionAnswer(
@@ -290,7 +296,9 @@ def _read_rich(ask: AskRecord, values: Mapping[str, Mapping[str, StateValue]]) -
             if question.required and _blank(got.text):
                 errors[block] = "This question needs an answer."
                 continue
-            answers.append(build_rich_answer(question, selected=[], custom=None, text=got.text or "", option_notes={}))
+            answers.append(
+                build_rich_answer(question, selected=[], custom=None, text=got.text or "", option_notes={})
+            )
             continue
         choice = got.choice or []
         if got.bad_choice or any(not 0 <= c < len(question.options) for c in choice):
@@ -304,7 +312,9 @@ def _read_rich(ask: AskRecord, values: Mapping[str, Mapping[str, StateValue]]) -
             errors[f"{FIELD_CUSTOM}:{i}"] = "Pick an option or type your own answer, not both."
             continue
         if question.required and not choice and custom is None:
-            errors[block] = "Pick an option or type your own answer below." if question.allow_other else "Pick an option."
+            errors[block] = (
+                "Pick an option or type your own answer below." if question.allow_other else "Pick an option."
+            )
             continue
         notes: dict[int, str] = {}
         if not _blank(got.note):
@@ -314,10 +324,13 @@ def _read_rich(ask: AskRecord, values: Mapping[str, Mapping[str, StateValue]]) -
                 notes[min(choice)] = got.note
             else:
                 stray_notes.append(f"{question.label} note: {got.note}")
-        answers.append(build_rich_answer(question, selected=choice, custom=custom, text=None, option_notes=notes))
+        answers.append(
+            build_rich_answer(question, selected=choice, custom=custom, text=None, option_notes=notes)
+        )
     if errors:
         return FormErrors(errors)
-    extra = "\n".join([*( [additional] if not _blank(additional) else []), *stray_notes]) or None
+    notes_given = [additional] if additional is not None and not _blank(additional) else []
+    extra = "\n".join([*notes_given, *stray_notes]) or None
     result = RichFormResult(
         title=form.title,
         description=form.description,

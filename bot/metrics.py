@@ -15,8 +15,12 @@ class Metrics:
 
     def __post_init__(self) -> None:
         r = self.registry
-        self.asks = Counter("slack_ask_intake_total", "Intake entries by what became of them", ["result"], registry=r)
-        self.results = Counter("slack_ask_results_total", "Results pushed to agents by outcome", ["outcome"], registry=r)
+        self.asks = Counter(
+            "slack_ask_intake_total", "Intake entries by what became of them", ["result"], registry=r
+        )
+        self.results = Counter(
+            "slack_ask_results_total", "Results pushed to agents by outcome", ["outcome"], registry=r
+        )
         self.dead_letters = Counter(
             "slack_ask_dead_letters_total", "Entries parked on the dead-letter stream", ["reason"], registry=r
         )

@@ -65,7 +65,7 @@ class AskRecord(_Rec):
     """Where the first message goes (policy already applied)."""
     target: Target | None = None
     route_text: str = ""
-    """How the route was written by the agent or policy, for operators (``#C0123``, ``@U0123``, ``policy:x``)."""
+    """How the route was written, for operators (``#C0123``, ``@U0123``, ``policy:x -> #C0123``)."""
     responders: Responders | None = None
     requester: Requester | None = None
     created_ms: int

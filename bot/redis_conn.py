@@ -1,4 +1,4 @@
-"""One place that turns ``REDIS_URL`` into an asyncio Redis client (standalone, TLS, unix, Sentinel, Cluster)."""
+"""Turns ``REDIS_URL`` into an asyncio Redis client (standalone, TLS, unix, Sentinel, Cluster)."""
 
 from __future__ import annotations
 
@@ -31,9 +31,12 @@ def connect(url: str, **kwargs: Any) -> Redis:
         return cluster  # type: ignore[no-any-return]
     if url.startswith("redis+sentinel://"):
         parsed = urlparse(url)
-        hosts = [(h.rsplit(":", 1)[0], int(h.rsplit(":", 1)[1])) for h in parsed.netloc.split("@")[-1].split(",")]
+        hosts = [
+            (h.rsplit(":", 1)[0], int(h.rsplit(":", 1)[1])) for h in parsed.netloc.split("@")[-1].split(",")
+        ]
         service = parsed.path.strip("/") or "mymaster"
         db = int(parse_qs(parsed.query).get("db", ["0"])[0])
-        sentinel = Sentinel(hosts, password=parsed.password)
-        return sentinel.master_for(service, db=db, **kwargs)
+        sentinel = Sentinel(hosts, password=parsed.password)  # type: ignore[no-untyped-call]
+        master: Redis = sentinel.master_for(service, db=db, **kwargs)
+        return master
     return Redis.from_url(url, **kwargs)

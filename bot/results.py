@@ -74,7 +74,11 @@ def _pi(rec: AskRecord, outcome: Outcome, answers: Sequence[QuestionAnswer], del
 def _rich_cancelled(rec: AskRecord, outcome: Outcome, delivery: AskDelivery = HOST) -> Ending:
     assert rec.form is not None
     result = RichFormResult(
-        title=rec.form.title, description=rec.form.description, questions=rec.form.questions, answers=[], cancelled=True
+        title=rec.form.title,
+        description=rec.form.description,
+        questions=rec.form.questions,
+        answers=[],
+        cancelled=True,
     )
     return Ending(outcome, [], format_rich_answers(result), result.to_wire(), delivery)
 
@@ -86,7 +90,9 @@ def answered(rec: AskRecord, answers: Sequence[QuestionAnswer]) -> Ending:
 
 def answered_rich(rec: AskRecord, result: RichFormResult) -> Ending:
     """A human submitted a rich form."""
-    return Ending("answered", [a.to_wire() for a in result.answers], format_rich_answers(result), result.to_wire())
+    return Ending(
+        "answered", [a.to_wire() for a in result.answers], format_rich_answers(result), result.to_wire()
+    )
 
 
 def ended_without_answer(
@@ -119,7 +125,9 @@ def timed_out(rec: AskRecord) -> Ending:
     questions = rec.request.questions
     if rec.on_timeout == "error":
         answers = apply_timeout_policy(questions, "cancel")
-        return Ending("error", _wire_answers(answers), f"Error: {TIMEOUT_ERROR_MESSAGE}", {}, HOST, _timeout_error())
+        return Ending(
+            "error", _wire_answers(answers), f"Error: {TIMEOUT_ERROR_MESSAGE}", {}, HOST, _timeout_error()
+        )
     answers = apply_timeout_policy(questions, rec.on_timeout)
     outcome: Outcome = "answered" if any(a.defaulted for a in answers) else "timeout"
     return _pi(rec, outcome, answers, HOST)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import socket
@@ -65,7 +64,9 @@ class BotRuntime:
             reclaim_idle_ms=s.reclaim_idle_ms,
             block_ms=self.intake_block_ms,
         )
-        self.sweeper = Sweeper(self.engine, self.store, interval_ms=s.sweep_interval_ms, lease_ms=s.timer_lease_ms)
+        self.sweeper = Sweeper(
+            self.engine, self.store, interval_ms=s.sweep_interval_ms, lease_ms=s.timer_lease_ms
+        )
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._runner: web.AppRunner | None = None
@@ -74,7 +75,9 @@ class BotRuntime:
     def bolt_app(self, *, socket_mode: bool = False) -> AsyncApp:
         secret = self.settings.slack_signing_secret
         if not socket_mode and secret is None:
-            raise ConfigError("setting SLACK_SIGNING_SECRET is required in HTTP mode (Basic Information page)")
+            raise ConfigError(
+                "setting SLACK_SIGNING_SECRET is required in HTTP mode (Basic Information page)"
+            )
         return build_app(
             self.engine,
             client=self.client,
@@ -116,11 +119,15 @@ class BotRuntime:
                 assert self.redis is not None
                 await asyncio.wait_for(self.redis.ping(), timeout=2)
             except (RedisError, OSError, TimeoutError) as exc:
-                return web.json_response({"ok": False, "redis": "down", "error": type(exc).__name__}, status=503)
+                return web.json_response(
+                    {"ok": False, "redis": "down", "error": type(exc).__name__}, status=503
+                )
             return web.json_response({"ok": True, "redis": "up", "consumer": self.engine.consumer})
 
         async def metrics(_: web.Request) -> web.Response:
-            return web.Response(body=generate_latest(METRICS.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+            return web.Response(
+                body=generate_latest(METRICS.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
+            )
 
         app.router.add_post("/slack/events", events)
         app.router.add_get("/healthz", healthz)
@@ -147,8 +154,9 @@ class BotRuntime:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-        with contextlib.suppress(Exception):
-            await self.client.session.close() if self.client.session else None  # type: ignore[func-returns-value]
+        if self.client.session is not None:
+            with contextlib.suppress(Exception):
+                await self.client.session.close()
 
     async def kill(self) -> None:
         """Stop abruptly, as a crash would: loops cancelled mid-work, nothing acknowledged or cleaned up."""
@@ -166,7 +174,3 @@ class BotRuntime:
         await self.stop()
         if self.redis is not None:
             await self.redis.aclose()
-
-
-def _json(data: Any) -> str:
-    return json.dumps(data)

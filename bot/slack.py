@@ -29,7 +29,14 @@ log = logging.getLogger(__name__)
 
 # Slack error names that mean "try again later", not "this will never work".
 TRANSIENT_ERRORS = frozenset(
-    {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout", "team_added_to_org"}
+    {
+        "ratelimited",
+        "internal_error",
+        "fatal_error",
+        "service_unavailable",
+        "request_timeout",
+        "team_added_to_org",
+    }
 )
 _RATE_LIMIT_RETRIES = 100  # 429s are waited out, not counted against the delivery window
 _CACHE_S = 60.0  # user-group membership is cached for at most a minute (protocol section 7)
@@ -97,7 +104,9 @@ class SlackGateway:
         data = await self.call("conversations.open", users=user_id, where=f"with {user_id}")
         return str(data["channel"]["id"])
 
-    async def target_for(self, *, channel: str | None, user: str | None, thread_ts: str | None = None) -> Target:
+    async def target_for(
+        self, *, channel: str | None, user: str | None, thread_ts: str | None = None
+    ) -> Target:
         if channel is not None:
             return Target(channel=channel, thread_ts=thread_ts)
         assert user is not None
@@ -119,18 +128,29 @@ class SlackGateway:
         data = await self.call("chat.postMessage", where=f"to {target.channel}", **params)
         return str(data["ts"])
 
-    async def reply(self, channel: str, thread_ts: str, *, text: str, blocks: list[dict[str, Any]] | None = None) -> str:
-        params: dict[str, Any] = {"channel": channel, "thread_ts": thread_ts, "text": text, "unfurl_links": False}
+    async def reply(
+        self, channel: str, thread_ts: str, *, text: str, blocks: list[dict[str, Any]] | None = None
+    ) -> str:
+        params: dict[str, Any] = {
+            "channel": channel,
+            "thread_ts": thread_ts,
+            "text": text,
+            "unfurl_links": False,
+        }
         if blocks:
             params["blocks"] = blocks
         data = await self.call("chat.postMessage", where=f"in a thread of {channel}", **params)
         return str(data["ts"])
 
     async def update(self, channel: str, ts: str, *, text: str, blocks: list[dict[str, Any]]) -> None:
-        await self.call("chat.update", where=f"for {channel}/{ts}", channel=channel, ts=ts, text=text, blocks=blocks)
+        await self.call(
+            "chat.update", where=f"for {channel}/{ts}", channel=channel, ts=ts, text=text, blocks=blocks
+        )
 
     async def ephemeral(self, channel: str, user: str, text: str) -> None:
-        await self.call("chat.postEphemeral", where=f"to {user} in {channel}", channel=channel, user=user, text=text)
+        await self.call(
+            "chat.postEphemeral", where=f"to {user} in {channel}", channel=channel, user=user, text=text
+        )
 
     async def permalink(self, channel: str, ts: str) -> str | None:
         try:

@@ -113,7 +113,9 @@ class AskStatus(BaseModel):
 class Store:
     """Redis access for one deployment (key prefix)."""
 
-    def __init__(self, redis: Redis, prefix: str = "slack-ask", *, retention_ms: int = 7 * 86_400_000) -> None:
+    def __init__(
+        self, redis: Redis, prefix: str = "slack-ask", *, retention_ms: int = 7 * 86_400_000
+    ) -> None:
         self.redis = redis
         self.keys = Keys(prefix)
         self.retention_ms = retention_ms
@@ -159,7 +161,9 @@ class Store:
                 out.append(Entry(_s(entry_id), {_s(k): _s(v) for k, v in fields.items()}))
         return out
 
-    async def read(self, consumer: str, *, count: int, block_ms: int | None, own_pending: bool = False) -> list[Entry]:
+    async def read(
+        self, consumer: str, *, count: int, block_ms: int | None, own_pending: bool = False
+    ) -> list[Entry]:
         reply = await self.redis.xreadgroup(
             GROUP, consumer, {self.keys.asks: "0" if own_pending else ">"}, count=count, block=block_ms
         )
@@ -178,7 +182,8 @@ class Store:
         )
         out: list[Entry] = []
         gone: list[str] = []
-        for entry_id, fields in claimed:
+        rows: list[Any] = list(claimed)
+        for entry_id, fields in rows:
             eid = _s(entry_id)
             if not fields:
                 gone.append(eid)
@@ -362,11 +367,11 @@ class Store:
             await pipe.execute()
 
     async def asks_in_channel(self, channel: str) -> list[tuple[str, str]]:
-        members = await self.redis.smembers(self.keys.channel(channel))  # type: ignore[misc]
+        members = await self.redis.smembers(self.keys.channel(channel))
         return [parse_due_member(_s(m)) for m in members]
 
     async def untrack_channel(self, channel: str, ask_id: str, tag: str) -> None:
-        await self.redis.srem(self.keys.channel(channel), due_member(ask_id, tag))  # type: ignore[misc]
+        await self.redis.srem(self.keys.channel(channel), due_member(ask_id, tag))
 
     async def repush(self, reply_to: str, result: str) -> None:
         """Push a stored result once more (an agent re-sent an ended ask to recover it)."""

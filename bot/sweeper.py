@@ -23,7 +23,9 @@ log = logging.getLogger(__name__)
 
 
 class Sweeper:
-    def __init__(self, engine: Engine, store: Store, *, interval_ms: int, lease_ms: int = 30_000, batch: int = 100) -> None:
+    def __init__(
+        self, engine: Engine, store: Store, *, interval_ms: int, lease_ms: int = 30_000, batch: int = 100
+    ) -> None:
         self.engine = engine
         self.store = store
         self.interval_s = interval_ms / 1000

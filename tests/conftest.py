@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -73,14 +73,13 @@ async def redis(redis_url: str, prefix: str) -> AsyncIterator[Redis]:
 
 
 @pytest.fixture
-def reply_to(prefix: str) -> Iterator[str]:
-    yield f"{prefix}:reply:{uuid.uuid4().hex[:8]}"
+def reply_to(prefix: str) -> str:
+    return f"{prefix}:reply:{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture
 async def fake_slack() -> AsyncIterator[Any]:
     from bot.playground import FakeSlack
-
     from tests.harness import SIGNING_SECRET
 
     fake = FakeSlack.with_demo_workspace(signing_secret=SIGNING_SECRET)

@@ -90,7 +90,9 @@ async def test_a_private_channel_without_the_bot_is_unavailable(harness: Harness
     assert (await harness.result(env["reply_to"]))["error"]["code"] == "channel_not_found"
 
 
-async def test_a_public_channel_the_bot_may_not_post_in_is_unavailable_not_in_channel(harness: Harness) -> None:
+async def test_a_public_channel_the_bot_may_not_post_in_is_unavailable_not_in_channel(
+    harness: Harness,
+) -> None:
     harness.fake.chat_write_public = False
     env = harness.envelope(DEPLOY, route={"channel": "C0RANDOM"})
     await harness.send(env)
@@ -194,7 +196,10 @@ async def test_a_stale_timestamp_gets_401(harness: Harness) -> None:
 
 async def test_healthz_says_redis_is_up(harness: Harness) -> None:
     port = harness.replicas[0].port
-    async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/healthz") as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{port}/healthz") as response,
+    ):
         assert response.status == 200
         assert (await response.json())["redis"] == "up"
 
@@ -203,7 +208,9 @@ async def test_the_cancel_envelope_withdraws_a_pending_ask(harness: Harness) -> 
     env = harness.envelope(DEPLOY)
     await harness.send(env)
     [message] = await harness.posted()
-    await harness.send({"v": 1, "ask_id": env["ask_id"], "reply_to": env["reply_to"], "reason": "fixed it myself"}, "cancel")
+    await harness.send(
+        {"v": 1, "ask_id": env["ask_id"], "reply_to": env["reply_to"], "reason": "fixed it myself"}, "cancel"
+    )
     result = await harness.result(env["reply_to"])
     assert result["outcome"] == "cancelled"
     assert result["text"] == "User answers:\ndeploy: (cancelled)"
@@ -223,7 +230,9 @@ async def test_a_cancel_before_its_ask_ends_the_ask_when_it_arrives(harness: Har
 
 
 async def test_the_biggest_hostile_ask_is_accepted_by_slacks_limits(harness: Harness) -> None:
-    hostile = ("<!channel> <@U0ALICE> <http://evil.example|click> **bold** [x](http://y) @here & " * 60)[:4000]
+    hostile = ("<!channel> <@U0ALICE> <http://evil.example|click> **bold** [x](http://y) @here & " * 60)[
+        :4000
+    ]
     questions = [
         {
             "id": f"q{i}",

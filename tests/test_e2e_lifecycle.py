@@ -31,7 +31,9 @@ async def test_timeout_with_recommended_policy_applies_the_default_honestly(harn
     await harness.send(env)
     result = await harness.result(env["reply_to"], timeout=5)
     assert result["outcome"] == "answered"
-    assert result["answers"] == [{"id": "cache", "status": "answered", "selected": [1], "note": NOTE, "defaulted": True}]
+    assert result["answers"] == [
+        {"id": "cache", "status": "answered", "selected": [1], "note": NOTE, "defaulted": True}
+    ]
     assert result["text"] == "User answers:\ncache: (timeout; default applied, no human answered: No)"
     assert result["responder"] is None
 
@@ -42,8 +44,9 @@ async def test_recommended_policy_never_defaults_scope_or_security_questions(har
         {**Q, "id": "b", "category": "scope-product"},
         {**Q, "id": "c", "category": "security-permission"},
     ]
-    env = harness.envelope({"questions": questions}, timeout_ms=600, on_timeout="recommended",
-                           responders={"users": ["U0ALICE"]})
+    env = harness.envelope(
+        {"questions": questions}, timeout_ms=600, on_timeout="recommended", responders={"users": ["U0ALICE"]}
+    )
     await harness.send(env)
     result = await harness.result(env["reply_to"], timeout=5)
     assert [a["status"] for a in result["answers"]] == ["answered", "timeout", "timeout"]
@@ -54,7 +57,10 @@ async def test_timeout_with_error_policy_is_an_error_result(harness: Harness) ->
     await harness.send(env)
     result = await harness.result(env["reply_to"], timeout=5)
     assert result["outcome"] == "error"
-    assert result["error"] == {"code": "timeout_error", "message": "the question timed out and no default is allowed."}
+    assert result["error"] == {
+        "code": "timeout_error",
+        "message": "the question timed out and no default is allowed.",
+    }
     assert result["text"] == "Error: the question timed out and no default is allowed."
     assert result["details"] == {}
     assert result["answers"] == [{"id": "cache", "status": "timeout", "selected": []}]
@@ -84,7 +90,9 @@ async def test_an_answer_after_the_deadline_is_refused_and_the_policy_decides(ha
     result = await harness.result(env["reply_to"], timeout=5)
     assert result["answers"][0]["defaulted"] is True  # not Alice's late "Yes"
     note = await harness.fake.wait_for(lambda: harness.fake.ephemerals_for("U0ALICE"))
-    assert "late" in note[0].text.lower() or "deadline" in note[0].text.lower() or "time" in note[0].text.lower()
+    assert (
+        "late" in note[0].text.lower() or "deadline" in note[0].text.lower() or "time" in note[0].text.lower()
+    )
 
 
 async def test_an_ask_first_read_after_its_deadline_is_never_posted(harness: Harness) -> None:
@@ -136,7 +144,10 @@ async def test_a_replica_killed_during_escalation_lets_another_finish_it(harness
     first = harness.replicas[0]
     env = harness.envelope(
         Q,
-        escalate=[{"after_ms": 600, "channel": "C0INCIDENT"}, {"after_ms": 1200, "user": "U0CAROL", "mention": ["U0CAROL"]}],
+        escalate=[
+            {"after_ms": 600, "channel": "C0INCIDENT"},
+            {"after_ms": 1200, "user": "U0CAROL", "mention": ["U0CAROL"]},
+        ],
         timeout_ms=30_000,
     )
     await harness.send(env)
@@ -201,7 +212,9 @@ async def test_archiving_the_channel_dismisses_the_ask(harness: Harness) -> None
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, timeout=30, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, timeout=30, check=False
+    )
 
 
 async def test_operator_commands_list_status_and_dismiss(harness: Harness) -> None:
@@ -212,7 +225,11 @@ async def test_operator_commands_list_status_and_dismiss(harness: Harness) -> No
     listed = await asyncio.to_thread(_cli, "list", "--json", *common)
     assert listed.returncode == 0, listed.stderr
     [pending] = json.loads(listed.stdout)
-    assert pending["ask_id"] == env["ask_id"] and pending["state"] == "posted" and pending["route"] == "#C0DEPLOY"
+    assert (
+        pending["ask_id"] == env["ask_id"]
+        and pending["state"] == "posted"
+        and pending["route"] == "#C0DEPLOY"
+    )
     table = await asyncio.to_thread(_cli, "list", *common)
     assert env["ask_id"] in table.stdout
 
@@ -255,7 +272,9 @@ async def test_refused_actions_are_in_the_audit_trail(harness: Harness) -> None:
 
 
 @pytest.mark.parametrize("field", ["timeout_ms", "remind_every_ms"])
-async def test_policy_fields_fill_what_the_ask_leaves_out(harness: Harness, tmp_path: object, field: str) -> None:
+async def test_policy_fields_fill_what_the_ask_leaves_out(
+    harness: Harness, tmp_path: object, field: str
+) -> None:
     from pathlib import Path
 
     path = Path(str(tmp_path)) / "policies.toml"

@@ -18,7 +18,13 @@ from bot.store import Store, iso_ms
 from contract import normalize_ask_request
 
 
-def _record(reply_to: str, *, ask_id: str = "ask-1", created_ms: int = 1_700_000_000_000, deadline_ms: int | None = None) -> AskRecord:
+def _record(
+    reply_to: str,
+    *,
+    ask_id: str = "ask-1",
+    created_ms: int = 1_700_000_000_000,
+    deadline_ms: int | None = None,
+) -> AskRecord:
     return AskRecord(
         ask_id=ask_id,
         tag=slot_tag(reply_to),
@@ -38,20 +44,26 @@ def store(redis: Redis, prefix: str) -> Store:
     return Store(redis, prefix, retention_ms=60_000)
 
 
-async def _accept(store: Store, rec: AskRecord, consumer: str = "c1", entry: str = "1-0", lease_ms: int = 30_000) -> str:
+async def _accept(
+    store: Store, rec: AskRecord, consumer: str = "c1", entry: str = "1-0", lease_ms: int = 30_000
+) -> str:
     verdict = await store.accept(
         rec, consumer=consumer, lease_ms=lease_ms, pending_ttl_ms=120_000, entry_id=entry, schedule_at_ms=None
     )
     return verdict.verdict
 
 
-async def test_accept_twice_by_another_consumer_is_busy_while_the_lease_lives(store: Store, reply_to: str) -> None:
+async def test_accept_twice_by_another_consumer_is_busy_while_the_lease_lives(
+    store: Store, reply_to: str
+) -> None:
     rec = _record(reply_to)
     assert await _accept(store, rec, "c1") == "post"
     assert await _accept(store, rec, "c2") == "busy"
 
 
-async def test_accept_after_the_lease_expired_lets_another_consumer_take_over(store: Store, reply_to: str) -> None:
+async def test_accept_after_the_lease_expired_lets_another_consumer_take_over(
+    store: Store, reply_to: str
+) -> None:
     rec = _record(reply_to)
     assert await _accept(store, rec, "c1", lease_ms=1) == "post"
     await asyncio.sleep(0.01)
@@ -70,12 +82,16 @@ async def test_accept_of_a_posted_ask_says_posted(store: Store, reply_to: str) -
     assert await _accept(store, rec, "c2") == "posted"
 
 
-async def test_resolve_pushes_exactly_one_result_whatever_races(store: Store, redis: Redis, reply_to: str) -> None:
+async def test_resolve_pushes_exactly_one_result_whatever_races(
+    store: Store, redis: Redis, reply_to: str
+) -> None:
     rec = _record(reply_to)
     await _accept(store, rec)
     verdicts = await asyncio.gather(
         *(
-            store.resolve(rec, outcome=outcome, result_prefix=_prefix_json(rec.ask_id), actor=f"U{i}", event=outcome)
+            store.resolve(
+                rec, outcome=outcome, result_prefix=_prefix_json(rec.ask_id), actor=f"U{i}", event=outcome
+            )
             for i, outcome in enumerate(["answered", "cancelled", "timeout", "dismissed"] * 5)
         )
     )
@@ -83,11 +99,15 @@ async def test_resolve_pushes_exactly_one_result_whatever_races(store: Store, re
     assert await redis.llen(reply_to) == 1
 
 
-async def test_resolve_result_carries_redis_time_as_rfc3339(store: Store, redis: Redis, reply_to: str) -> None:
+async def test_resolve_result_carries_redis_time_as_rfc3339(
+    store: Store, redis: Redis, reply_to: str
+) -> None:
     rec = _record(reply_to)
     await _accept(store, rec)
     before = await store.server_time_ms()
-    verdict = await store.resolve(rec, outcome="answered", result_prefix=_prefix_json(rec.ask_id), actor="U1", event="answered")
+    verdict = await store.resolve(
+        rec, outcome="answered", result_prefix=_prefix_json(rec.ask_id), actor="U1", event="answered"
+    )
     after = await store.server_time_ms()
     assert verdict.verdict == "won" and verdict.result is not None
     stamp = verdict.result["resolved_at"]
@@ -96,22 +116,37 @@ async def test_resolve_result_carries_redis_time_as_rfc3339(store: Store, redis:
     assert json.loads(await redis.lpop(reply_to)) == verdict.result  # type: ignore[arg-type]
 
 
-async def test_resolve_refuses_an_answer_after_the_deadline(store: Store, redis: Redis, reply_to: str) -> None:
+async def test_resolve_refuses_an_answer_after_the_deadline(
+    store: Store, redis: Redis, reply_to: str
+) -> None:
     now = await store.server_time_ms()
     rec = _record(reply_to, created_ms=now - 10_000, deadline_ms=now - 1)
     await _accept(store, rec)
     verdict = await store.resolve(
-        rec, outcome="answered", result_prefix=_prefix_json(rec.ask_id), actor="U1", event="answered", refuse_late=True
+        rec,
+        outcome="answered",
+        result_prefix=_prefix_json(rec.ask_id),
+        actor="U1",
+        event="answered",
+        refuse_late=True,
     )
     assert verdict.verdict == "late"
     assert await redis.llen(reply_to) == 0
     assert [a.event for a in await store.read_audit(rec.tag, rec.ask_id)][-1] == "refused_late"
 
 
-async def test_accept_of_an_ended_ask_returns_the_stored_result_and_first_entry(store: Store, reply_to: str) -> None:
+async def test_accept_of_an_ended_ask_returns_the_stored_result_and_first_entry(
+    store: Store, reply_to: str
+) -> None:
     rec = _record(reply_to)
     await _accept(store, rec, entry="5-0")
-    await store.resolve(rec, outcome="cancelled", result_prefix=_prefix_json(rec.ask_id, "cancelled"), actor=None, event="cancelled")
+    await store.resolve(
+        rec,
+        outcome="cancelled",
+        result_prefix=_prefix_json(rec.ask_id, "cancelled"),
+        actor=None,
+        event="cancelled",
+    )
     verdict = await store.accept(
         rec, consumer="c9", lease_ms=1000, pending_ttl_ms=1000, entry_id="9-0", schedule_at_ms=None
     )
@@ -123,7 +158,9 @@ async def test_accept_of_an_ended_ask_returns_the_stored_result_and_first_entry(
 async def test_a_cancel_remembered_before_its_ask_ends_the_ask_at_intake(store: Store, reply_to: str) -> None:
     rec = _record(reply_to)
     await store.remember_cancel(rec.tag, rec.ask_id, "changed my mind")
-    verdict = await store.accept(rec, consumer="c1", lease_ms=1000, pending_ttl_ms=1000, entry_id="1-0", schedule_at_ms=None)
+    verdict = await store.accept(
+        rec, consumer="c1", lease_ms=1000, pending_ttl_ms=1000, entry_id="1-0", schedule_at_ms=None
+    )
     assert (verdict.verdict, verdict.detail) == ("cancel", "changed my mind")
 
 
@@ -133,10 +170,14 @@ async def test_an_ask_first_read_after_its_deadline_is_expired(store: Store, rep
     assert await _accept(store, rec) == "expired"
 
 
-async def test_posted_after_the_end_tells_the_caller_to_end_the_new_message(store: Store, reply_to: str) -> None:
+async def test_posted_after_the_end_tells_the_caller_to_end_the_new_message(
+    store: Store, reply_to: str
+) -> None:
     rec = _record(reply_to)
     await _accept(store, rec)
-    await store.resolve(rec, outcome="cancelled", result_prefix=_prefix_json(rec.ask_id), actor=None, event="cancelled")
+    await store.resolve(
+        rec, outcome="cancelled", result_prefix=_prefix_json(rec.ask_id), actor=None, event="cancelled"
+    )
     state = await store.posted(rec.tag, rec.ask_id, [PostedMessage(channel="C1", ts="1.2")], actor="c1")
     assert state == "ended"
     loaded = await store.load(rec.tag, rec.ask_id)
@@ -167,7 +208,10 @@ async def test_advance_counts_a_step_once_even_when_two_sweepers_race(store: Sto
     rec = _record(reply_to)
     await _accept(store, rec)
     outcomes = await asyncio.gather(
-        *(store.advance(rec.tag, rec.ask_id, counter="step", expected=0, event="escalated", actor=f"s{i}") for i in range(6))
+        *(
+            store.advance(rec.tag, rec.ask_id, counter="step", expected=0, event="escalated", actor=f"s{i}")
+            for i in range(6)
+        )
     )
     assert outcomes.count("ok") == 1
     loaded = await store.load(rec.tag, rec.ask_id)
@@ -193,7 +237,9 @@ def test_scripts_touch_only_declared_keys(name: str) -> None:
         assert first.strip().startswith("KEYS["), f"{name}.lua: {command} on {first!r}"
     common = resources.files("bot").joinpath("lua", "_common.lua").read_text()
     assert re.findall(r"redis\.call\('(RPUSH|LTRIM|PEXPIRE)', (\w+)", common) == [
-        ("RPUSH", "key"), ("LTRIM", "key"), ("PEXPIRE", "key")
+        ("RPUSH", "key"),
+        ("LTRIM", "key"),
+        ("PEXPIRE", "key"),
     ]
 
 
