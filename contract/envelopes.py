@@ -300,14 +300,17 @@ def _check_version(raw: dict[str, Any], ask_id: str | None, reply_to: str | None
         raise EnvelopeError(
             "invalid_envelope", "v is required (protocol version 1)", ask_id=ask_id, reply_to=reply_to
         )
-    version = raw["v"]
+    version = _json_integer(raw["v"])
     if type(version) is not int or version != 1:
+        shown = json.dumps(version)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."  # an agent's junk stays out of logs
         raise EnvelopeError(
             "unsupported_version",
-            f"protocol version {json.dumps(version)} is not supported; this bot speaks version 1",
+            f"protocol version {shown} is not supported; this bot speaks version 1",
             ask_id=ask_id,
             reply_to=reply_to,
         )
+    raw["v"] = version  # 1.0 is the JSON number 1
 
 
 def parse_ask_envelope(text: str | bytes) -> AskEnvelope:
