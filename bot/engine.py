@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -267,8 +268,8 @@ class Engine:
         route = rec.route
         try:
             target = await self._target(route.channel, route.user, route.thread_ts)
-            now = await self.store.server_time_ms()
-            message = render.render_ask_message(rec, now_ms=now)
+            # Display only ("due in 5 min"); every decision uses Redis time.
+            message = render.render_ask_message(rec, now_ms=int(time.time() * 1000))
             ts = await self.slack.post(target, text=message.text, blocks=message.blocks)
         except SlackError as exc:
             METRICS.asks.labels(result="unavailable").inc()
@@ -287,16 +288,16 @@ class Engine:
             return
         posted = PostedMessage(channel=target.channel, ts=ts, step=0)
         METRICS.asks.labels(result="posted").inc()
-        await self.store.track_channel(target.channel, rec.ask_id, rec.tag)
         state = await self.store.posted(
-            rec.tag, rec.ask_id, [posted], actor=self.consumer, ack_entry=entry.id
+            rec.tag, rec.ask_id, [posted], actor=self.consumer, ack_entry=entry.id, track_channel=True
         )
         if state == "ended":
             # Ended (cancelled, say) while we were posting: never leave a live button behind.
             loaded = await self.store.load(rec.tag, rec.ask_id)
             if loaded is not None and loaded.result is not None:
                 await self.finish_messages(loaded.record, loaded.messages, loaded.result, loaded.by)
-        else:
+        elif self._next_timer(rec, step=0, reminders=0) != rec.deadline_ms:
+            # The deadline timer was set at accept; only earlier escalation or reminder timers are new.
             await self._schedule_next(rec, step=0, reminders=0)
 
     # ------------------------------------------------------------------ endings

@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.asyncio import Redis
@@ -96,6 +97,9 @@ class BotRuntime:
             )
 
     async def start(self) -> None:
+        if self.client.session is None:
+            # One keep-alive session for every Web API call (slack_sdk opens one per call otherwise).
+            self.client.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.client.timeout))
         await self.check_redis()
         await self.store.ensure_group()
         self._tasks = [
@@ -157,6 +161,7 @@ class BotRuntime:
         if self.client.session is not None:
             with contextlib.suppress(Exception):
                 await self.client.session.close()
+            self.client.session = None
 
     async def kill(self) -> None:
         """Stop abruptly, as a crash would: loops cancelled mid-work, nothing acknowledged or cleaned up."""

@@ -22,6 +22,7 @@ from bot.errors import StoreError
 from bot.keys import DEAD_MAXLEN, GROUP, AskKeys, Keys, due_member, parse_due_member
 from bot.model import AskRecord, AskState, PostedMessage
 from bot.scripts import SCRIPT_NAMES, script_source
+from contract import to_json
 
 __all__ = [
     "AcceptVerdict",
@@ -247,7 +248,7 @@ class Store:
             await script(
                 keys=[k.ask, k.audit, k.cancel],
                 args=[
-                    record.model_dump_json(),
+                    to_json(record.model_dump(mode="python")),
                     record.created_ms,
                     record.deadline_ms or 0,
                     consumer,
@@ -272,10 +273,17 @@ class Store:
         step: int | None = None,
         detail: str = "",
         ack_entry: str | None = None,
+        track_channel: bool = False,
     ) -> str:
+        """Record new messages of an ask (and, in the same round trip, ack its intake entry and
+        remember which channels it lives in, so archiving a channel can dismiss it)."""
         k = self.ask_keys(tag, ask_id)
         payload = json.dumps([m.model_dump() for m in messages])
         async with self.redis.pipeline(transaction=False) as pipe:
+            if track_channel:
+                for message in messages:
+                    pipe.sadd(self.keys.channel(message.channel), due_member(ask_id, tag))
+                    pipe.pexpire(self.keys.channel(message.channel), self.retention_ms * 2)
             await self._scripts["posted"](
                 keys=[k.ask, k.audit],
                 args=[actor, payload, event, "" if step is None else str(step), detail],
@@ -285,7 +293,7 @@ class Store:
                 pipe.xack(self.keys.asks, GROUP, ack_entry)
                 pipe.xdel(self.keys.asks, ack_entry)
             replies = await pipe.execute()
-        return _s(replies[0][0])
+        return _s(replies[2 * len(messages) if track_channel else 0][0])
 
     async def advance(
         self,
@@ -355,10 +363,15 @@ class Store:
 
     async def finalize(self, tag: str, ask_id: str, updated: int) -> int:
         k = self.ask_keys(tag, ask_id)
-        done = int(await self._scripts["finalize"](keys=[k.ask], args=[updated]))
-        if done == 1:
-            await self.redis.zrem(self.keys.due, due_member(ask_id, tag))
-        return done
+        async with self.redis.pipeline(transaction=False) as pipe:
+            await self._scripts["finalize"](keys=[k.ask], args=[updated], client=pipe)
+            # Removed with it: the clean-up timer set by resolve. Should more messages have
+            # appeared meanwhile (done == 0), the timer is needed: a sweeper re-adds it below.
+            pipe.zrem(self.keys.due, due_member(ask_id, tag))
+            done, _ = await pipe.execute()
+        if int(done) == 0:
+            await self.schedule(ask_id, tag, 0)
+        return int(done)
 
     async def track_channel(self, channel: str, ask_id: str, tag: str) -> None:
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -408,7 +421,9 @@ class Store:
         if "rec" not in h:
             raise StoreError(f"ask record {k.ask} has no 'rec' field; was it written by something else?")
         return LoadedAsk(
-            record=AskRecord.model_validate_json(h["rec"]),
+            # json.loads, not model_validate_json: a text cut at 4000 UTF-16 units may end in half a
+            # surrogate pair (as upstream keeps it), which only the stdlib parser accepts.
+            record=AskRecord.model_validate(json.loads(h["rec"])),
             state=h.get("state", "accepted"),  # type: ignore[arg-type]
             messages=[PostedMessage.model_validate(m) for m in json.loads(h.get("msgs") or "[]") or []],
             step=int(h.get("step") or 0),
