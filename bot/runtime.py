@@ -101,6 +101,7 @@ class BotRuntime:
             # One keep-alive session for every Web API call (slack_sdk opens one per call otherwise).
             self.client.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.client.timeout))
         await self.check_redis()
+        await self.store.load_scripts()
         await self.store.ensure_group()
         self._tasks = [
             asyncio.create_task(self.intake.run(self._stop), name="intake"),

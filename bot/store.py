@@ -6,23 +6,24 @@ the result push onto ``reply_to`` happens inside the same script as the state ch
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 from redis.commands.core import AsyncScript
-from redis.exceptions import ResponseError
+from redis.exceptions import NoScriptError, ResponseError
 
 from bot.errors import StoreError
 from bot.keys import DEAD_MAXLEN, GROUP, AskKeys, Keys, due_member, parse_due_member
 from bot.model import AskRecord, AskState, PostedMessage
 from bot.scripts import SCRIPT_NAMES, script_source
-from contract import to_json
 
 __all__ = [
     "AcceptVerdict",
@@ -36,6 +37,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+_Step = Callable[[Pipeline], Any]
 
 
 def iso_ms(ms: int) -> str:
@@ -123,6 +126,37 @@ class Store:
         self._scripts: dict[str, AsyncScript] = {
             name: redis.register_script(script_source(name)) for name in SCRIPT_NAMES
         }
+        self._shas = {name: hashlib.sha1(script_source(name).encode()).hexdigest() for name in SCRIPT_NAMES}
+
+    # -- scripts ---------------------------------------------------------------------------
+
+    async def load_scripts(self) -> None:
+        """SCRIPT LOAD every script (at start, and again after Redis lost them: restart, failover)."""
+        for name in SCRIPT_NAMES:
+            await self.redis.script_load(script_source(name))
+
+    def _script(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> _Step:
+        sha = self._shas[name]
+        return lambda pipe: pipe.evalsha(sha, len(keys), *keys, *args)
+
+    def _track(self, key: str, member: str) -> list[_Step]:
+        return [lambda pipe: pipe.sadd(key, member), lambda pipe: pipe.pexpire(key, self.retention_ms * 2)]
+
+    async def _run(self, steps: Sequence[_Step]) -> list[Any]:
+        """Run ``steps`` in one pipeline: one round trip. Scripts go as EVALSHA (redis-py would
+        otherwise add a SCRIPT EXISTS round trip to every pipeline); NOSCRIPT reloads and retries,
+        which is safe because every step is idempotent or a compare-and-set."""
+        for attempt in (1, 2):
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for step in steps:
+                    step(pipe)
+                try:
+                    return list(await pipe.execute())
+                except NoScriptError:
+                    if attempt == 2:
+                        raise
+                    await self.load_scripts()
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # -- time and health -------------------------------------------------------------------
 
@@ -240,15 +274,18 @@ class Store:
         schedule_at_ms: int | None,
     ) -> AcceptVerdict:
         k = self.ask_keys(record.tag, record.ask_id)
-        script = self._scripts["accept"]
-        async with self.redis.pipeline(transaction=False) as pipe:
-            if schedule_at_ms is not None:
-                # Timer first: a crash right after accept must not leave an ask without its deadline.
-                pipe.zadd(self.keys.due, {due_member(record.ask_id, record.tag): schedule_at_ms})
-            await script(
-                keys=[k.ask, k.audit, k.cancel],
-                args=[
-                    to_json(record.model_dump(mode="python")),
+        steps: list[_Step] = []
+        if schedule_at_ms is not None:
+            # Timer first: a crash right after accept must not leave an ask without its deadline.
+            due = {due_member(record.ask_id, record.tag): schedule_at_ms}
+            steps.append(lambda pipe: pipe.zadd(self.keys.due, due))
+        steps.append(
+            self._script(
+                "accept",
+                [k.ask, k.audit, k.cancel],
+                [
+                    # ensure_ascii: a text cut at 4000 UTF-16 units may end in half a surrogate pair.
+                    json.dumps(record.model_dump(mode="python"), ensure_ascii=True, separators=(",", ":")),
                     record.created_ms,
                     record.deadline_ms or 0,
                     consumer,
@@ -256,9 +293,9 @@ class Store:
                     pending_ttl_ms,
                     entry_id,
                 ],
-                client=pipe,
             )
-            replies = await pipe.execute()
+        )
+        replies = await self._run(steps)
         reply = [_s(x) for x in replies[-1]]
         return AcceptVerdict(reply[0], reply[1], reply[2] if len(reply) > 2 else "")  # type: ignore[arg-type]
 
@@ -279,21 +316,22 @@ class Store:
         remember which channels it lives in, so archiving a channel can dismiss it)."""
         k = self.ask_keys(tag, ask_id)
         payload = json.dumps([m.model_dump() for m in messages])
-        async with self.redis.pipeline(transaction=False) as pipe:
-            if track_channel:
-                for message in messages:
-                    pipe.sadd(self.keys.channel(message.channel), due_member(ask_id, tag))
-                    pipe.pexpire(self.keys.channel(message.channel), self.retention_ms * 2)
-            await self._scripts["posted"](
-                keys=[k.ask, k.audit],
-                args=[actor, payload, event, "" if step is None else str(step), detail],
-                client=pipe,
+        steps: list[_Step] = []
+        if track_channel:
+            for channel_key in {self.keys.channel(m.channel) for m in messages}:
+                steps.extend(self._track(channel_key, due_member(ask_id, tag)))
+        at = len(steps)
+        steps.append(
+            self._script(
+                "posted", [k.ask, k.audit], [actor, payload, event, "" if step is None else str(step), detail]
             )
-            if ack_entry is not None:
-                pipe.xack(self.keys.asks, GROUP, ack_entry)
-                pipe.xdel(self.keys.asks, ack_entry)
-            replies = await pipe.execute()
-        return _s(replies[2 * len(messages) if track_channel else 0][0])
+        )
+        if ack_entry is not None:
+            entry = ack_entry
+            steps.append(lambda pipe: pipe.xack(self.keys.asks, GROUP, entry))
+            steps.append(lambda pipe: pipe.xdel(self.keys.asks, entry))
+        replies = await self._run(steps)
+        return _s(replies[at][0])
 
     async def advance(
         self,
@@ -333,27 +371,29 @@ class Store:
         updated the Slack messages, a sweeper finishes the job (guarantee 3).
         """
         k = self.ask_keys(record.tag, record.ask_id)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            await self._scripts["schedule_in"](
-                keys=[self.keys.due],
-                args=[finalize_after_ms, due_member(record.ask_id, record.tag), "keep_earlier"],
-                client=pipe,
-            )
-            await self._scripts["resolve"](
-                keys=[k.ask, k.audit, record.reply_to],
-                args=[
-                    outcome,
-                    result_prefix,
-                    actor or "",
-                    self.retention_ms,
-                    "1" if refuse_late else "0",
-                    event,
-                    detail,
-                    expected_state,
-                ],
-                client=pipe,
-            )
-            replies = await pipe.execute()
+        replies = await self._run(
+            [
+                self._script(
+                    "schedule_in",
+                    [self.keys.due],
+                    [finalize_after_ms, due_member(record.ask_id, record.tag), "keep_earlier"],
+                ),
+                self._script(
+                    "resolve",
+                    [k.ask, k.audit, record.reply_to],
+                    [
+                        outcome,
+                        result_prefix,
+                        actor or "",
+                        self.retention_ms,
+                        "1" if refuse_late else "0",
+                        event,
+                        detail,
+                        expected_state,
+                    ],
+                ),
+            ]
+        )
         reply = [_s(x) for x in replies[-1]]
         verdict = reply[0]
         if verdict == "won":
@@ -363,12 +403,12 @@ class Store:
 
     async def finalize(self, tag: str, ask_id: str, updated: int) -> int:
         k = self.ask_keys(tag, ask_id)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            await self._scripts["finalize"](keys=[k.ask], args=[updated], client=pipe)
-            # Removed with it: the clean-up timer set by resolve. Should more messages have
-            # appeared meanwhile (done == 0), the timer is needed: a sweeper re-adds it below.
-            pipe.zrem(self.keys.due, due_member(ask_id, tag))
-            done, _ = await pipe.execute()
+        member = due_member(ask_id, tag)
+        # Removed with it: the clean-up timer set by resolve. Should more messages have appeared
+        # meanwhile (done == 0), the timer is still needed and is set again below.
+        done, _ = await self._run(
+            [self._script("finalize", [k.ask], [updated]), lambda pipe: pipe.zrem(self.keys.due, member)]
+        )
         if int(done) == 0:
             await self.schedule(ask_id, tag, 0)
         return int(done)
