@@ -1,0 +1,340 @@
+"""``slack-ask mcp``: a stdio MCP server with the tools ``ask`` and ``get_answer`` (protocol section 12).
+
+MCP clients give up on a tool call after about a minute, while a human may take hours. So ``ask``
+waits at most ``wait_s`` seconds; when the answer is not there yet it returns a handle (the ask's
+id) and the model calls ``get_answer`` later. The result text is the bot's narration, the same text
+pi-question's own tool returns.
+
+Run it with ``slack-ask mcp`` or ``python -m bot.mcp_server``; settings come from ``REDIS_URL``,
+``SLACK_ASK_PREFIX`` and ``SLACK_ASK_MCP_WAIT_S`` (default 25 seconds).
+"""
+
+# No ``from __future__ import annotations``: the SDK reads the tools' annotations at registration,
+# and they refer to names local to build_server.
+import argparse
+import asyncio
+import os
+import re
+import sys
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult, TextContent
+from pydantic import Field
+
+from bot.client import (
+    DEFAULT_PREFIX,
+    DEFAULT_REDIS_URL,
+    AskClient,
+    AskClientError,
+    AskRequestError,
+    RedisUnavailableError,
+)
+from contract.envelopes import ASK_ID_PATTERN, ResultEnvelope
+
+__all__ = ["DEFAULT_WAIT_S", "PENDING_TEXT", "add_parser", "build_server", "main", "serve"]
+
+DEFAULT_WAIT_S = 25.0
+PENDING_TEXT = 'Still waiting for an answer. Call get_answer with handle "{handle}" later.'
+# Results already handed out, so a get_answer repeated after a lost response still answers.
+_DELIVERED_MAX = 1000
+_MAX_WAIT_S = 3600.0
+
+_OPTION_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string", "description": "the option's label"},
+        {
+            "type": "object",
+            "properties": {
+                "label": {"type": "string"},
+                "description": {"type": "string", "description": "shown under the label"},
+            },
+            "required": ["label"],
+            "additionalProperties": True,
+        },
+    ]
+}
+
+# The question contract's request, aliases included; the contract itself is the judge, so the
+# schema guides the model without rejecting anything the contract accepts.
+_QUESTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": (
+        "One question. 'question' is required (aliases 'prompt', 'header'); 'options' needs 1 to 12 "
+        "choices (alias 'choices'); do not add an 'Other' option yourself: free text is offered "
+        "unless allowCustom is false."
+    ),
+    "properties": {
+        "id": {"type": "string", "description": "stable and unique within the ask (default q1, q2, ...)"},
+        "question": {"type": "string", "description": "the prompt"},
+        "description": {"type": "string", "description": "optional Markdown context (alias 'context')"},
+        "options": {"type": "array", "items": _OPTION_SCHEMA, "minItems": 1, "maxItems": 12},
+        "multi": {"type": "boolean", "description": "allow more than one option (alias 'multiple')"},
+        "recommended": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "zero-based index of the recommended option (alias 'recommendedIndex')",
+        },
+        "allowCustom": {"type": "boolean", "description": "offer free text; default true"},
+        "category": {"enum": ["implementation", "scope-product", "security-permission"]},
+        "prompt": {"type": "string"},
+        "header": {"type": "string"},
+        "context": {"type": "string"},
+        "choices": {"type": "array", "items": _OPTION_SCHEMA},
+        "recommendedIndex": {"type": "integer", "minimum": 0},
+        "multiple": {"type": "boolean"},
+    },
+    "additionalProperties": True,
+}
+
+_ROUTE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": (
+        "Where to ask: exactly one of channel (optionally with thread_ts), user (id or email: a direct "
+        "message) or policy (a named policy of the bot). Omit to use the bot's default route."
+    ),
+    "properties": {
+        "channel": {"type": "string"},
+        "thread_ts": {"type": "string"},
+        "user": {"type": "string"},
+        "policy": {"type": "string"},
+    },
+}
+
+_RESPONDERS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Who may answer: Slack user ids (U...) and user-group ids (S...). Omit: anyone.",
+    "properties": {
+        "users": {"type": "array", "items": {"type": "string"}},
+        "usergroups": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+
+def _schema(replacement: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    """A ``json_schema_extra`` that publishes ``replacement`` instead of pydantic's permissive schema."""
+
+    def apply(schema: dict[str, Any]) -> None:
+        description = schema.get("description")
+        schema.clear()
+        schema.update(replacement)
+        if description and "description" not in replacement:
+            schema["description"] = description
+
+    return apply
+
+
+def _optional(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}], "default": None}
+
+
+def _default_wait_s() -> float:
+    raw = os.environ.get("SLACK_ASK_MCP_WAIT_S")
+    if not raw:
+        return DEFAULT_WAIT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SystemExit(f"SLACK_ASK_MCP_WAIT_S={raw!r} is not a number of seconds") from None
+    return max(0.0, value)
+
+
+def _pending(handle: str) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=PENDING_TEXT.format(handle=handle))],
+        structured_content={"handle": handle, "status": "pending"},
+    )
+
+
+def _answered(result: ResultEnvelope, handle: str) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=result.text)],
+        structured_content={
+            "handle": handle,
+            "status": "done",
+            "outcome": result.outcome,
+            "result": result.to_wire(),
+        },
+        is_error=result.outcome == "error",
+    )
+
+
+def _failed(message: str) -> CallToolResult:
+    # The protocol's error text form, so the model reads errors the way results write them.
+    return CallToolResult(content=[TextContent(type="text", text=f"Error: {message}")], is_error=True)
+
+
+def build_server(client: AskClient, *, default_wait_s: float = DEFAULT_WAIT_S) -> MCPServer:
+    """The MCP server object with its two tools, talking to Redis through ``client``."""
+    server: MCPServer = MCPServer(
+        "slack-ask",
+        instructions=(
+            "Ask a human a structured question in Slack with the ask tool; if the answer has not come "
+            "within wait_s, call get_answer with the returned handle later. Never assume an answer."
+        ),
+        log_level="WARNING",
+    )
+    delivered: OrderedDict[str, ResultEnvelope] = OrderedDict()
+
+    def remember(handle: str, result: ResultEnvelope) -> CallToolResult:
+        delivered[handle] = result
+        delivered.move_to_end(handle)
+        while len(delivered) > _DELIVERED_MAX:
+            delivered.popitem(last=False)
+        return _answered(result, handle)
+
+    def bound(wait_s: float | None) -> float:
+        return min(_MAX_WAIT_S, default_wait_s if wait_s is None else max(0.0, wait_s))
+
+    async def await_result(handle: str, wait_s: float, *, stored: bool) -> CallToolResult:
+        try:
+            result = await client.wait(handle, wait_s)
+            if result is None and stored:
+                result = await stored_result(handle)
+                if result is not None:
+                    # It may have ended just now, its push still on the list: take it off too.
+                    result = await client.wait(handle, 0) or result
+        except RedisUnavailableError as exc:
+            return _failed(f"{exc}. The ask {handle} is kept; call get_answer again later.")
+        except AskClientError as exc:
+            return _failed(str(exc))
+        return _pending(handle) if result is None else remember(handle, result)
+
+    async def stored_result(handle: str) -> ResultEnvelope | None:
+        # The reply list is empty but the ask may have ended and its result been popped already
+        # (a get_answer whose response was lost): the bot's store still has it.
+        try:
+            return await client.result(handle)
+        except RedisUnavailableError:
+            raise
+        except Exception:  # the store is the bot's; a failure there must not fail the tool
+            return None
+
+    @server.tool(
+        description=(
+            "Ask a human in Slack one to eight structured questions (the pi-question request) and return "
+            "their answers as text. Returns early with a handle for get_answer when no answer comes "
+            "within wait_s seconds."
+        )
+    )
+    async def ask(
+        questions: Annotated[
+            list[Any],
+            Field(
+                description="1 to 8 questions",
+                json_schema_extra=_schema(
+                    {"type": "array", "items": _QUESTION_SCHEMA, "minItems": 1, "maxItems": 8}
+                ),
+            ),
+        ],
+        route: Annotated[
+            dict[str, Any] | None, Field(json_schema_extra=_schema(_optional(_ROUTE_SCHEMA)))
+        ] = None,
+        timeout_ms: Annotated[
+            int | None,
+            Field(ge=0, description="deadline in milliseconds; 0 or omitted: the bot's default"),
+        ] = None,
+        on_timeout: Annotated[
+            Literal["cancel", "recommended", "error"] | None,
+            Field(description="at the deadline: cancel (default), apply the recommended option, or error"),
+        ] = None,
+        responders: Annotated[
+            dict[str, Any] | None, Field(json_schema_extra=_schema(_optional(_RESPONDERS_SCHEMA)))
+        ] = None,
+        wait_s: Annotated[
+            float | None,
+            Field(
+                ge=0,
+                description=f"seconds to wait before returning a handle (default {default_wait_s:g})",
+            ),
+        ] = None,
+    ) -> CallToolResult:
+        try:
+            handle = await client.submit(
+                {"questions": questions},
+                route=route,
+                timeout_ms=timeout_ms,
+                on_timeout=on_timeout,
+                responders=responders,
+            )
+        except AskRequestError as exc:
+            return _failed(exc.message)
+        except RedisUnavailableError as exc:
+            return _failed(f"{exc}; the question was not sent.")
+        return await await_result(handle, bound(wait_s), stored=False)
+
+    @server.tool(
+        description=(
+            "Get the answer to an earlier ask by its handle. Waits up to wait_s seconds; returns the same "
+            "pending text with the handle while nobody has answered yet."
+        )
+    )
+    async def get_answer(
+        handle: Annotated[str, Field(description="the handle an earlier ask returned")],
+        wait_s: Annotated[
+            float | None,
+            Field(ge=0, description=f"seconds to wait (default {default_wait_s:g})"),
+        ] = None,
+    ) -> CallToolResult:
+        if not re.match(ASK_ID_PATTERN, handle):
+            return _failed(f"{handle!r} is not a handle returned by ask")
+        if handle in delivered:
+            return _answered(delivered[handle], handle)
+        return await await_result(handle, bound(wait_s), stored=True)
+
+    return server
+
+
+async def serve(redis_url: str, prefix: str, *, default_wait_s: float) -> None:
+    """Serve MCP on stdin/stdout until the client closes them."""
+    async with AskClient(redis_url, prefix=prefix) as client:
+        await build_server(client, default_wait_s=default_wait_s).run_stdio_async()
+
+
+def _run(args: argparse.Namespace) -> int:
+    url = args.redis or os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
+    prefix = args.prefix or os.environ.get("SLACK_ASK_PREFIX") or DEFAULT_PREFIX
+    wait_s = args.wait_s if args.wait_s is not None else _default_wait_s()
+    try:
+        asyncio.run(serve(url, prefix, default_wait_s=wait_s))
+    except ValueError as exc:  # a malformed Redis URL
+        print(f"slack-ask mcp: error: --redis: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--redis", metavar="URL", help=f"Redis URL (env REDIS_URL, default {DEFAULT_REDIS_URL})")
+    p.add_argument("--prefix", help=f"key prefix (env SLACK_ASK_PREFIX, default {DEFAULT_PREFIX})")
+    p.add_argument(
+        "--wait-s",
+        type=float,
+        metavar="SECONDS",
+        help=f"default wait of the tools (env SLACK_ASK_MCP_WAIT_S, default {DEFAULT_WAIT_S:g})",
+    )
+    p.set_defaults(func=_run)
+
+
+def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = subparsers.add_parser(
+        "mcp",
+        help="serve the ask and get_answer tools to an MCP client over stdio",
+        description="A stdio MCP server with two tools: ask and get_answer.",
+    )
+    _configure(p)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bot.mcp_server", description="slack-ask MCP server (stdio)"
+    )
+    _configure(parser)
+    args = parser.parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

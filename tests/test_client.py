@@ -1,0 +1,488 @@
+"""The agent-side client against a real Redis, with a tiny in-test bot side (XREAD + RPUSH)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+import redis as syncredis
+import redis.asyncio as aioredis
+
+from bot.client import (
+    AskClient,
+    AskRequestError,
+    MalformedResultError,
+    RedisUnavailableError,
+    SyncAskClient,
+    ask_sync,
+    new_ask_id,
+)
+from contract import ContractError, build_details, narrate, normalize_ask_request, normalize_rich_form
+from contract.envelopes import ASK_ID_PATTERN, ResultEnvelope, parse_ask_envelope, parse_cancel_envelope
+
+DEPLOY = {"questions": [{"question": "Deploy to production?", "options": ["Yes", "No"], "recommended": 0}]}
+
+
+# ---------------------------------------------------------------- the bot side
+
+
+def make_result(envelope: dict[str, Any], outcome: str = "answered", **extra: Any) -> dict[str, Any]:
+    """A result envelope as the bot would push it (pi-question format, first option on answered)."""
+    questions = normalize_ask_request(envelope["request"]).questions
+    status = {"answered": "answered", "error": "cancelled"}.get(outcome, outcome)
+    answers = [
+        {"id": q.id, "status": status, "selected": [0] if status == "answered" else []} for q in questions
+    ]
+    surface = "none" if outcome == "unavailable" else "host"
+    delivery = {"surface": surface, "degraded": False}
+    error = None
+    if outcome == "error":
+        error = {"code": "timeout_error", "message": "the question timed out and no default is allowed."}
+    elif outcome == "unavailable":
+        error = {
+            "code": "channel_not_found",
+            "message": "Slack answered channel_not_found when posting to C0",
+        }
+    result: dict[str, Any] = {
+        "v": 1,
+        "ask_id": envelope["ask_id"],
+        "format": "pi-question",
+        "outcome": outcome,
+        "answers": answers,
+        "text": f"Error: {error['message']}"
+        if outcome == "error" and error
+        else narrate(questions, answers, delivery),
+        "details": {} if outcome == "error" else build_details(questions, answers, delivery),
+        "delivery": delivery,
+        "responder": {"id": "U0HUMAN", "name": "Ada"} if outcome == "answered" else None,
+        "slack": None,
+        "error": error,
+        "created_at": "2026-01-01T00:00:00.000Z",
+        "resolved_at": "2026-01-01T00:00:01.000Z",
+    }
+    result.update(extra)
+    return result
+
+
+class FakeBot:
+    """Plays the bot's part of the protocol: reads ``P:asks`` with XREAD, pushes results with RPUSH."""
+
+    def __init__(self, redis: aioredis.Redis, prefix: str) -> None:
+        self.redis = redis
+        self.stream = f"{prefix}:asks"
+        self.last_id = "0"
+
+    async def next_entry(self, timeout_s: float = 5.0) -> tuple[str, dict[str, Any]]:
+        """The next stream entry as (field, envelope): field is ``ask`` or ``cancel``."""
+        reply = await self.redis.xread({self.stream: self.last_id}, count=1, block=int(timeout_s * 1000))
+        assert reply, f"nothing arrived on {self.stream} within {timeout_s}s"
+        entry_id, fields = reply[0][1][0]
+        self.last_id = entry_id.decode()
+        ((field, value),) = fields.items()
+        return field.decode(), json.loads(value)
+
+    async def push(self, reply_to: str, result: dict[str, Any] | str) -> None:
+        await self.redis.rpush(reply_to, result if isinstance(result, str) else json.dumps(result))
+
+    async def answer_next(self, outcome: str = "answered") -> dict[str, Any]:
+        field, envelope = await self.next_entry()
+        assert field == "ask"
+        result = make_result(envelope, outcome)
+        await self.push(envelope["reply_to"], result)
+        return result
+
+
+# ``redis_url``, ``prefix`` (unique per test) and ``redis`` (deletes the prefix's keys) come from conftest.
+
+
+@pytest.fixture
+def bot(redis: aioredis.Redis, prefix: str) -> FakeBot:
+    return FakeBot(redis, prefix)
+
+
+@pytest.fixture
+async def client(redis_url: str, prefix: str) -> AsyncIterator[AskClient]:
+    async with AskClient(redis_url, prefix=prefix) as c:
+        yield c
+
+
+# ---------------------------------------------------------------- ids and envelopes
+
+
+def test_generated_ask_ids_are_valid_unique_and_sortable() -> None:
+    ids = [new_ask_id() for _ in range(2000)]
+    assert all(re.match(ASK_ID_PATTERN, i) for i in ids)
+    assert len(set(ids)) == len(ids)
+    assert ids == sorted(ids)
+    later = new_ask_id()
+    time.sleep(0.002)
+    assert new_ask_id() > later
+
+
+async def test_submit_sends_a_valid_ask_envelope_on_its_own_reply_list(
+    client: AskClient, bot: FakeBot, prefix: str
+) -> None:
+    ask_id = await client.submit(
+        DEPLOY,
+        route={"channel": "C0123", "thread_ts": "1700000000.000100"},
+        timeout_ms=600_000,
+        on_timeout="recommended",
+        responders={"users": ["U0123"], "usergroups": ["S0456"]},
+        requester={"name": "deploy-bot", "url": "https://ci.example.com/run/1"},
+        escalate=[{"after_ms": 60_000, "user": "U0999", "mention": "U0999"}],
+        remind_every_ms=120_000,
+    )
+    field, envelope = await bot.next_entry()
+    assert field == "ask"
+    assert re.match(ASK_ID_PATTERN, ask_id)
+    parsed = parse_ask_envelope(json.dumps(envelope))
+    assert parsed.ask_id == ask_id
+    assert parsed.reply_to == f"{prefix}:reply:{ask_id}"
+    assert parsed.format == "pi-question"
+    assert envelope["request"] == DEPLOY  # sent as given: the bot normalizes it itself
+    assert envelope["route"] == {"channel": "C0123", "thread_ts": "1700000000.000100"}
+    assert envelope["timeout_ms"] == 600_000
+    assert envelope["on_timeout"] == "recommended"
+    assert envelope["responders"] == {"users": ["U0123"], "usergroups": ["S0456"]}
+    assert envelope["escalate"] == [{"after_ms": 60_000, "user": "U0999", "mention": "U0999"}]
+    assert envelope["remind_every_ms"] == 120_000
+
+
+async def test_submit_omits_unset_fields_so_the_bot_applies_its_defaults(
+    client: AskClient, bot: FakeBot
+) -> None:
+    ask_id = await client.submit(DEPLOY)
+    _, envelope = await bot.next_entry()
+    assert set(envelope) == {"v", "ask_id", "reply_to", "format", "request"}
+    assert envelope["ask_id"] == ask_id
+
+
+async def test_submit_keeps_a_chosen_ask_id_and_reply_to(
+    client: AskClient, bot: FakeBot, prefix: str
+) -> None:
+    ask_id = await client.submit(DEPLOY, ask_id="agent-7~run.42", reply_to=f"{prefix}:reply:agent-7")
+    _, envelope = await bot.next_entry()
+    assert ask_id == envelope["ask_id"] == "agent-7~run.42"
+    assert envelope["reply_to"] == f"{prefix}:reply:agent-7"
+
+
+async def test_bad_request_fails_in_the_caller_with_the_contract_message_and_sends_nothing(
+    client: AskClient, redis: aioredis.Redis, prefix: str
+) -> None:
+    bad = {"questions": [{"question": "Deploy?", "options": ["Yes"]}, {"question": "Why?", "options": []}]}
+    with pytest.raises(ContractError) as expected:
+        normalize_ask_request(bad)
+    with pytest.raises(AskRequestError) as caught:
+        await client.submit(bad)
+    assert str(caught.value) == caught.value.message == str(expected.value)
+    assert caught.value.code == "invalid_request"
+    assert await redis.exists(f"{prefix}:asks") == 0
+
+
+async def test_bad_rich_form_fails_with_the_rich_normalizer_message(
+    client: AskClient, redis: aioredis.Redis, prefix: str
+) -> None:
+    bad = {"questions": []}
+    with pytest.raises(ContractError) as expected:
+        normalize_rich_form(bad)
+    with pytest.raises(AskRequestError) as caught:
+        await client.submit(bad, format="rich")
+    assert caught.value.message == str(expected.value)
+    assert await redis.exists(f"{prefix}:asks") == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"ask_id": "has space"}, "ask_id must be 1-128 characters of A-Z a-z 0-9 . _ : ~ -"),
+        ({"reply_to": "two words"}, "reply_to must be 1-512 characters with no whitespace"),
+        ({"route": {"channel": "C1", "user": "U1"}}, "a route names exactly one of channel, user or policy"),
+        ({"timeout_ms": -1}, "timeout_ms"),
+        ({"responders": {"users": ["not-an-id"]}}, "is not a Slack id"),
+    ],
+)
+async def test_bad_envelope_fields_fail_in_the_caller_as_invalid_envelope(
+    client: AskClient, redis: aioredis.Redis, prefix: str, kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(AskRequestError) as caught:
+        await client.submit(DEPLOY, **kwargs)
+    assert caught.value.code == "invalid_envelope"
+    assert message in caught.value.message
+    assert await redis.exists(f"{prefix}:asks") == 0
+
+
+# ---------------------------------------------------------------- waiting
+
+
+async def test_wait_returns_the_result_the_bot_pushed(client: AskClient, bot: FakeBot) -> None:
+    ask_id = await client.submit(DEPLOY)
+    pushed = await bot.answer_next("answered")
+    result = await client.wait(ask_id, 5)
+    assert isinstance(result, ResultEnvelope)
+    assert result.to_wire() == pushed
+    assert result.text == "User answers:\nq1: Yes"
+
+
+async def test_wait_returns_none_when_the_timeout_passes(client: AskClient) -> None:
+    ask_id = await client.submit(DEPLOY)
+    started = time.monotonic()
+    assert await client.wait(ask_id, 0.3) is None
+    assert 0.25 <= time.monotonic() - started < 3
+
+
+async def test_wait_with_zero_timeout_only_looks_once(client: AskClient, bot: FakeBot) -> None:
+    ask_id = await client.submit(DEPLOY)
+    assert await client.wait(ask_id, 0) is None
+    await bot.answer_next()
+    result = await client.wait(ask_id, 0)
+    assert result is not None
+    assert result.ask_id == ask_id
+
+
+async def test_wait_survives_the_connection_being_killed(
+    redis_url: str, prefix: str, redis: aioredis.Redis, bot: FakeBot
+) -> None:
+    try:
+        await redis.execute_command("CLIENT", "ID")
+    except aioredis.ResponseError:
+        pytest.skip("this Redis stand-in has no CLIENT KILL")
+    name = f"{prefix}-waiter"
+    own = aioredis.Redis.from_url(redis_url, client_name=name)
+
+    async def blocked_ids() -> list[int]:
+        clients = await redis.client_list()
+        return [int(c["id"]) for c in clients if c.get("name") == name and c.get("cmd") == "blpop"]
+
+    async def until_blocked(exclude: set[int]) -> int:
+        for _ in range(200):
+            ids = [i for i in await blocked_ids() if i not in exclude]
+            if ids:
+                return ids[0]
+            await asyncio.sleep(0.025)
+        raise AssertionError("the client never blocked in BLPOP")
+
+    try:
+        async with AskClient(own, prefix=prefix) as client:
+            ask_id = await client.submit(DEPLOY)
+            waiting = asyncio.create_task(client.wait(ask_id, 30))
+            try:
+                first = await until_blocked(set())
+                assert await redis.execute_command("CLIENT", "KILL", "ID", first) == 1
+                # The wait goes on, on a new connection.
+                await until_blocked({first})
+                assert not waiting.done()
+                pushed = await bot.answer_next()
+                result = await asyncio.wait_for(waiting, 10)
+            finally:
+                waiting.cancel()
+            assert result is not None
+            assert result.to_wire() == pushed
+    finally:
+        await own.aclose()
+
+
+async def test_wait_retries_while_redis_is_down_and_raises_when_the_timeout_passes(prefix: str) -> None:
+    async with AskClient("redis://127.0.0.1:1/0", prefix=prefix) as client:
+        started = time.monotonic()
+        with pytest.raises(RedisUnavailableError):
+            await client.wait("some-ask", 0.5)
+        assert time.monotonic() - started >= 0.45
+
+
+async def test_results_of_other_asks_on_a_shared_list_are_kept_for_their_own_wait(
+    client: AskClient, bot: FakeBot, prefix: str
+) -> None:
+    shared = f"{prefix}:reply:shared"
+    first = await client.submit(DEPLOY, reply_to=shared)
+    second = await client.submit(DEPLOY, reply_to=shared)
+    _, env_first = await bot.next_entry()
+    _, env_second = await bot.next_entry()
+    await bot.push(shared, make_result(env_second, "cancelled"))
+    await bot.push(shared, make_result(env_first, "answered"))
+    got_first = await client.wait(first, 5)
+    got_second = await client.wait(second, 0)
+    assert got_first is not None
+    assert got_first.outcome == "answered"
+    assert got_second is not None
+    assert got_second.outcome == "cancelled"
+
+
+async def test_a_result_with_fields_from_a_newer_bot_still_parses(client: AskClient, bot: FakeBot) -> None:
+    ask_id = await client.submit(DEPLOY)
+    _, envelope = await bot.next_entry()
+    await bot.push(envelope["reply_to"], make_result(envelope, "answered", future_field={"x": 1}))
+    result = await client.wait(ask_id, 5)
+    assert result is not None
+    assert result.outcome == "answered"
+
+
+async def test_a_malformed_element_on_the_reply_list_raises(client: AskClient, bot: FakeBot) -> None:
+    ask_id = await client.submit(DEPLOY)
+    _, envelope = await bot.next_entry()
+    await bot.push(envelope["reply_to"], "not json")
+    with pytest.raises(MalformedResultError) as caught:
+        await client.wait(ask_id, 5)
+    assert caught.value.raw == b"not json"
+
+
+@pytest.mark.parametrize("outcome", ["answered", "cancelled", "timeout", "dismissed", "unavailable", "error"])
+async def test_ask_submits_then_returns_the_result_of_each_outcome(
+    client: AskClient, bot: FakeBot, outcome: str
+) -> None:
+    answering = asyncio.create_task(bot.answer_next(outcome))
+    result = await client.ask(DEPLOY, wait=10)
+    pushed = await answering
+    assert isinstance(result, ResultEnvelope)
+    assert result.outcome == outcome
+    assert result.to_wire() == pushed
+
+
+async def test_ask_returns_the_ask_id_when_not_waiting_or_nothing_came(
+    client: AskClient, bot: FakeBot
+) -> None:
+    not_waiting = await client.ask(DEPLOY, wait=False)
+    assert isinstance(not_waiting, str)
+    timed_out = await client.ask(DEPLOY, wait=0.2)
+    assert isinstance(timed_out, str)
+    assert timed_out != not_waiting
+    assert (await bot.next_entry())[1]["ask_id"] == not_waiting
+
+
+# ---------------------------------------------------------------- cancel, recover, result
+
+
+async def test_cancel_sends_a_cancel_envelope_for_the_asks_reply_list(
+    client: AskClient, bot: FakeBot, prefix: str
+) -> None:
+    ask_id = await client.submit(DEPLOY, reply_to=f"{prefix}:reply:mine")
+    await bot.next_entry()
+    await client.cancel(ask_id, reason="build failed")
+    field, envelope = await bot.next_entry()
+    assert field == "cancel"
+    parsed = parse_cancel_envelope(json.dumps(envelope))
+    assert (parsed.ask_id, parsed.reply_to, parsed.reason) == (ask_id, f"{prefix}:reply:mine", "build failed")
+
+
+async def test_cancel_of_an_ask_from_elsewhere_uses_the_default_reply_list(
+    client: AskClient, bot: FakeBot, prefix: str
+) -> None:
+    await client.cancel("other-agent-1")
+    field, envelope = await bot.next_entry()
+    assert field == "cancel"
+    assert envelope == {"v": 1, "ask_id": "other-agent-1", "reply_to": f"{prefix}:reply:other-agent-1"}
+
+
+async def test_recover_resends_the_original_envelope(client: AskClient, bot: FakeBot) -> None:
+    ask_id = await client.submit(DEPLOY, timeout_ms=60_000)
+    _, original = await bot.next_entry()
+    await client.recover(ask_id, original)
+    field, resent = await bot.next_entry()
+    assert field == "ask"
+    assert resent == original
+    await bot.push(original["reply_to"], make_result(original))
+    result = await client.wait(ask_id, 5)
+    assert result is not None
+    assert result.ask_id == ask_id
+
+
+async def test_recover_refuses_an_envelope_of_another_ask(client: AskClient, bot: FakeBot) -> None:
+    await client.submit(DEPLOY)
+    _, original = await bot.next_entry()
+    with pytest.raises(AskRequestError, match="not 'someone-else'"):
+        await client.recover("someone-else", original)
+
+
+async def test_result_of_an_unknown_ask_is_none(client: AskClient) -> None:
+    assert await client.result("never-sent") is None
+
+
+async def test_result_reads_the_stored_result_through_the_store(
+    client: AskClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bot.store
+
+    stored = make_result({"ask_id": "a1", "request": DEPLOY})
+
+    class Status:
+        result = stored
+
+    async def get_status(self: object, ask_id: str) -> Status | None:
+        return Status() if ask_id == "a1" else None
+
+    monkeypatch.setattr(bot.store.Store, "get_status", get_status)
+    result = await client.result("a1")
+    assert result is not None
+    assert result.to_wire() == stored
+    assert await client.result("a2") is None
+
+
+# ---------------------------------------------------------------- connections
+
+
+async def test_submit_to_an_unreachable_redis_raises_redis_unavailable(prefix: str) -> None:
+    async with AskClient("redis://127.0.0.1:1/0", prefix=prefix) as client:
+        with pytest.raises(RedisUnavailableError, match=re.escape("127.0.0.1:1")):
+            await client.submit(DEPLOY)
+
+
+async def test_a_callers_redis_stays_open_after_the_client_closes(redis_url: str, prefix: str) -> None:
+    own = aioredis.Redis.from_url(redis_url)
+    try:
+        async with AskClient(own, prefix=prefix):
+            pass
+        assert await own.ping()
+    finally:
+        await own.aclose()
+
+
+# ---------------------------------------------------------------- the synchronous wrapper
+
+
+@pytest.fixture
+def sync_redis(redis_url: str, prefix: str) -> Iterator[syncredis.Redis]:
+    r = syncredis.Redis.from_url(redis_url)
+    yield r
+    keys = list(r.scan_iter(match=f"{prefix}:*", count=1000))
+    if keys:
+        r.delete(*keys)
+    r.close()
+
+
+def _answer_sync(r: syncredis.Redis, prefix: str, outcome: str = "answered") -> dict[str, Any]:
+    reply = r.xread({f"{prefix}:asks": "0"}, count=1, block=5000)
+    assert reply
+    fields = reply[0][1][0][1]
+    envelope = json.loads(fields[b"ask"])
+    result = make_result(envelope, outcome)
+    r.rpush(envelope["reply_to"], json.dumps(result))
+    return result
+
+
+def test_sync_client_submits_and_waits(redis_url: str, prefix: str, sync_redis: syncredis.Redis) -> None:
+    with SyncAskClient(redis_url, prefix=prefix) as client:
+        ask_id = client.submit(DEPLOY)
+        pushed = _answer_sync(sync_redis, prefix)
+        result = client.wait(ask_id, 5)
+        assert result is not None
+        assert result.to_wire() == pushed
+        with pytest.raises(AskRequestError, match="questions must not be empty"):
+            client.submit({"questions": []})
+
+
+def test_ask_sync_reads_the_environment_and_waits(
+    redis_url: str, prefix: str, sync_redis: syncredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    monkeypatch.setenv("SLACK_ASK_PREFIX", prefix)
+    ask_id = ask_sync(DEPLOY, wait=False)
+    assert isinstance(ask_id, str)
+    pushed = _answer_sync(sync_redis, prefix, "timeout")
+    with SyncAskClient(redis_url, prefix=prefix) as client:
+        result = client.wait(ask_id, 5)
+    assert result is not None
+    assert result.to_wire() == pushed

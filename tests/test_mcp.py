@@ -1,0 +1,224 @@
+"""The stdio MCP server through a real MCP client session, with an in-test bot side on real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.types import CallToolResult, TextContent
+
+from contract import build_details, narrate, normalize_ask_request
+
+ROOT = Path(__file__).resolve().parents[1]
+SLACK_ASK = ROOT / ".venv" / "bin" / "slack-ask"
+QUESTIONS = [{"question": "Deploy to production?", "options": ["Yes", "No"], "recommended": 0}]
+
+
+def make_result(envelope: dict[str, Any], outcome: str = "answered") -> dict[str, Any]:
+    """The result the bot would push (pi-question; the first option when answered)."""
+    questions = normalize_ask_request(envelope["request"]).questions
+    answers = [
+        {"id": q.id, "status": outcome, "selected": [0] if outcome == "answered" else []} for q in questions
+    ]
+    delivery = {"surface": "host", "degraded": False}
+    return {
+        "v": 1,
+        "ask_id": envelope["ask_id"],
+        "format": "pi-question",
+        "outcome": outcome,
+        "answers": answers,
+        "text": narrate(questions, answers, delivery),
+        "details": build_details(questions, answers, delivery),
+        "delivery": delivery,
+        "responder": {"id": "U0HUMAN", "name": "Ada"},
+        "slack": {"channel": "C0123", "ts": "1700000000.000100", "permalink": None},
+        "error": None,
+        "created_at": "2026-01-01T00:00:00.000Z",
+        "resolved_at": "2026-01-01T00:00:01.000Z",
+    }
+
+
+class FakeBot:
+    """Plays the bot: reads ``P:asks`` with XREAD and pushes results with RPUSH."""
+
+    def __init__(self, redis: aioredis.Redis, prefix: str) -> None:
+        self.redis = redis
+        self.stream = f"{prefix}:asks"
+        self.last_id = "0"
+
+    async def next_ask(self, timeout_s: float = 10.0) -> dict[str, Any]:
+        reply = await self.redis.xread({self.stream: self.last_id}, count=1, block=int(timeout_s * 1000))
+        assert reply, "no ask arrived"
+        entry_id, fields = reply[0][1][0]
+        self.last_id = entry_id.decode()
+        envelope: dict[str, Any] = json.loads(fields[b"ask"])
+        return envelope
+
+    async def answer(self, envelope: dict[str, Any], outcome: str = "answered") -> dict[str, Any]:
+        result = make_result(envelope, outcome)
+        await self.redis.rpush(envelope["reply_to"], json.dumps(result))
+        return result
+
+
+# ``redis_url``, ``prefix`` (unique per test) and ``redis`` (deletes the prefix's keys) come from conftest.
+
+
+@pytest.fixture
+def bot(redis: aioredis.Redis, prefix: str) -> FakeBot:
+    return FakeBot(redis, prefix)
+
+
+Session = Callable[..., AbstractAsyncContextManager[ClientSession]]
+
+
+@pytest.fixture
+def session(redis_url: str, prefix: str) -> Session:
+    """Starts the MCP server as a subprocess on the test's Redis and prefix and opens a client session."""
+
+    @asynccontextmanager
+    async def open_session(*, command: list[str] | None = None, **env: str) -> AsyncIterator[ClientSession]:
+        argv = command or [sys.executable, "-m", "bot.mcp_server"]
+        params = StdioServerParameters(
+            command=argv[0],
+            args=argv[1:],
+            env={"REDIS_URL": redis_url, "SLACK_ASK_PREFIX": prefix, **env},
+            cwd=str(ROOT),
+        )
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            yield s
+
+    return open_session
+
+
+def text_of(result: CallToolResult) -> str:
+    (block,) = result.content
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+def pending_text(handle: str) -> str:
+    return f'Still waiting for an answer. Call get_answer with handle "{handle}" later.'
+
+
+async def test_ask_returns_a_handle_then_get_answer_returns_the_narration(
+    session: Session, bot: FakeBot
+) -> None:
+    async with session() as s:
+        first = await s.call_tool(
+            "ask",
+            {"questions": QUESTIONS, "route": {"channel": "C0123"}, "timeout_ms": 600000, "wait_s": 0.2},
+        )
+        assert not first.is_error
+        handle = first.structured_content["handle"] if first.structured_content else None
+        assert first.structured_content == {"handle": handle, "status": "pending"}
+        assert text_of(first) == pending_text(str(handle))
+
+        envelope = await bot.next_ask()
+        assert envelope["ask_id"] == handle
+        assert envelope["request"] == {"questions": QUESTIONS}
+        assert envelope["route"] == {"channel": "C0123"}
+        assert envelope["timeout_ms"] == 600000
+
+        still = await s.call_tool("get_answer", {"handle": handle, "wait_s": 0})
+        assert still.structured_content == {"handle": handle, "status": "pending"}
+        assert text_of(still) == pending_text(str(handle))
+
+        pushed = await bot.answer(envelope)
+        answer = await s.call_tool("get_answer", {"handle": handle, "wait_s": 5})
+        assert not answer.is_error
+        assert text_of(answer) == pushed["text"] == "User answers:\nq1: Yes"
+        assert answer.structured_content is not None
+        assert answer.structured_content["result"] == pushed
+
+        # Asked again (a lost response), the same answer comes back.
+        again = await s.call_tool("get_answer", {"handle": handle, "wait_s": 0})
+        assert text_of(again) == pushed["text"]
+
+
+async def test_ask_returns_the_narration_when_the_answer_comes_within_wait_s(
+    session: Session, bot: FakeBot
+) -> None:
+    async with session(SLACK_ASK_MCP_WAIT_S="20") as s:
+
+        async def answer_when_asked() -> dict[str, Any]:
+            return await bot.answer(await bot.next_ask())
+
+        answering = asyncio.create_task(answer_when_asked())
+        result = await s.call_tool("ask", {"questions": [{"prompt": "Ship?", "choices": ["Ship", "Hold"]}]})
+        pushed = await answering
+        assert text_of(result) == pushed["text"] == "User answers:\nq1: Ship"
+        assert "route" not in (await bot.redis.xrange(bot.stream))[0][1][b"ask"].decode()
+
+
+async def test_a_bad_request_is_a_tool_error_with_the_contract_message(
+    session: Session, bot: FakeBot
+) -> None:
+    async with session() as s:
+        result = await s.call_tool(
+            "ask", {"questions": [{"question": "Deploy?", "options": []}], "wait_s": 0}
+        )
+        assert result.is_error
+        assert text_of(result) == "Error: questions[0] needs at least 1 option"
+        bad_handle = await s.call_tool("get_answer", {"handle": "not a handle"})
+        assert bad_handle.is_error
+    assert await bot.redis.exists(bot.stream) == 0
+
+
+async def test_tools_publish_the_question_contract_schema(session: Session) -> None:
+    async with session() as s:
+        tools = {tool.name: tool for tool in (await s.list_tools()).tools}
+    assert set(tools) == {"ask", "get_answer"}
+    schema = tools["ask"].input_schema
+    assert schema["required"] == ["questions"]
+    assert set(schema["properties"]) == {
+        "questions",
+        "route",
+        "timeout_ms",
+        "on_timeout",
+        "responders",
+        "wait_s",
+    }
+    item = schema["properties"]["questions"]["items"]
+    assert {"id", "question", "options", "multi", "recommended", "allowCustom", "category"} <= set(
+        item["properties"]
+    )
+    assert {"prompt", "header", "choices", "recommendedIndex", "multiple", "context"} <= set(
+        item["properties"]
+    )
+    assert tools["get_answer"].input_schema["required"] == ["handle"]
+
+
+@pytest.mark.skipif(not SLACK_ASK.exists(), reason="the slack-ask script is not installed")
+async def test_slack_ask_mcp_command_serves_the_same_tools(session: Session, bot: FakeBot) -> None:
+    async with session(command=[str(SLACK_ASK), "mcp"]) as s:
+        first = await s.call_tool("ask", {"questions": QUESTIONS, "wait_s": 0})
+        assert first.structured_content is not None
+        handle = first.structured_content["handle"]
+        pushed = await bot.answer(await bot.next_ask(), "cancelled")
+        answer = await s.call_tool("get_answer", {"handle": handle, "wait_s": 5})
+        assert text_of(answer) == pushed["text"] == "User answers:\nq1: (cancelled)"
+
+
+def test_the_mcp_docs_configure_the_server_as_it_runs() -> None:
+    from bot.mcp_server import PENDING_TEXT
+
+    doc = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
+    blocks = [json.loads(body) for body in re.findall(r"^```json\n(.*?)^```", doc, re.M | re.S)]
+    assert len(blocks) >= 2
+    for block in blocks:
+        server = block["mcpServers"]["slack-ask"]
+        assert server["command"].endswith("slack-ask")
+        assert server["args"] == ["mcp"]
+        assert set(server["env"]) == {"REDIS_URL", "SLACK_ASK_PREFIX", "SLACK_ASK_MCP_WAIT_S"}
+    assert "slack-ask -- slack-ask mcp" in doc
+    assert PENDING_TEXT.format(handle="<ask_id>") in doc
