@@ -40,7 +40,9 @@ def _sample_blocks() -> list[dict[str, Any]]:
         ask_id="bench-x",
         tag="t",
         reply_to="r",
-        request=normalize_ask_request({"id": "deploy", "question": "Deploy build 1?", "options": ["Yes", "No"]}),
+        request=normalize_ask_request(
+            {"id": "deploy", "question": "Deploy build 1?", "options": ["Yes", "No"]}
+        ),
         target=Target(channel="C0RANDOM"),
         created_ms=int(time.time() * 1000),
     )
@@ -69,14 +71,17 @@ def _bot_process(pipe: Pipe, api_url: str, token: str, redis_url: str, prefix: s
     async def run() -> None:
         from bot.config import Settings
         from bot.engine import Engine
+        from bot.redis_conn import connect
         from bot.runtime import BotRuntime
         from bot.slack import SlackGateway
         from bot.store import Store
 
         if os.environ.get("BENCH_TRACE"):
-            for cls, names in ((Store, ["claim_index", "accept", "posted", "load", "resolve", "finalize"]),
-                               (SlackGateway, ["post", "update", "permalink"]),
-                               (Engine, ["handle_entry", "on_choose"])):
+            for cls, names in (
+                (Store, ["claim_index", "accept", "posted", "load", "resolve", "finalize"]),
+                (SlackGateway, ["post", "update", "permalink"]),
+                (Engine, ["handle_entry", "on_choose"]),
+            ):
                 for name in names:
                     _trace(cls, name)
 
@@ -88,7 +93,7 @@ def _bot_process(pipe: Pipe, api_url: str, token: str, redis_url: str, prefix: s
             prefix=prefix,
             sweep_interval_ms=200,
         )
-        runtime = BotRuntime(settings, redis=Redis.from_url(redis_url, connection_class=CountingConnection))
+        runtime = BotRuntime(settings, redis=connect(redis_url, connection_class=CountingConnection))
         runtime.intake._slots = asyncio.Semaphore(concurrency)
         await runtime.start()
         port = await runtime.serve_http("127.0.0.1", 0)
@@ -108,9 +113,13 @@ def _bot_process(pipe: Pipe, api_url: str, token: str, redis_url: str, prefix: s
                 slots = asyncio.Semaphore(concurrency)
                 blocks = _sample_blocks()
 
-                async def one(i: int, slots: asyncio.Semaphore = slots) -> None:
+                async def one(
+                    i: int, slots: asyncio.Semaphore = slots, blocks: list[dict[str, Any]] = blocks
+                ) -> None:
                     async with slots:
-                        await runtime.client.chat_postMessage(channel="C0RANDOM", text=f"bare {i}", blocks=blocks)
+                        await runtime.client.chat_postMessage(
+                            channel="C0RANDOM", text=f"bare {i}", blocks=blocks
+                        )
 
                 started = time.perf_counter()
                 await asyncio.gather(*(one(i) for i in range(int(arg))))
@@ -129,7 +138,9 @@ def _bot_process(pipe: Pipe, api_url: str, token: str, redis_url: str, prefix: s
 
 
 def _per(commands: dict[str, int], n: int) -> str:
-    return ", ".join(f"{name} {count / n:.2f}" for name, count in sorted(commands.items(), key=lambda kv: -kv[1]))
+    return ", ".join(
+        f"{name} {count / n:.2f}" for name, count in sorted(commands.items(), key=lambda kv: -kv[1])
+    )
 
 
 async def _ask(pipe: Pipe, command: str, arg: Any = None) -> Any:
@@ -172,10 +183,17 @@ async def main(n: int, concurrency: int) -> None:
             for env in envelopes:
                 pipe.xadd(f"{prefix}:asks", {"ask": json.dumps(env)})
             ids = await pipe.execute()
-        xadd_s = {str(e["ask_id"]): int(i.decode().split("-")[0]) / 1000 for e, i in zip(envelopes, ids, strict=True)}
+        xadd_s = {
+            str(e["ask_id"]): int(i.decode().split("-")[0]) / 1000
+            for e, i in zip(envelopes, ids, strict=True)
+        }
 
         def bot_posts() -> list[Any]:
-            return [c for c in fake.find_calls("chat.postMessage") if c.params.get("channel") == "C0DEPLOY" and c.ok]
+            return [
+                c
+                for c in fake.find_calls("chat.postMessage")
+                if c.params.get("channel") == "C0DEPLOY" and c.ok
+            ]
 
         await fake.wait_for(lambda: len(bot_posts()) >= n, timeout=600, what="every ask to be posted")
         elapsed = time.perf_counter() - started
@@ -230,7 +248,8 @@ async def main(n: int, concurrency: int) -> None:
         print(f"answered asks:                  {answered} of {n}")
         print(
             f"bot Redis round trips per ask:  {(intake_trips + click_trips) / max(answered, 1):8.2f}  "
-            f"(intake+post {intake_trips / n:.2f}, click+result+updates {click_trips / max(answered, 1):.2f}; "
+            f"(intake+post {intake_trips / n:.2f}, "
+            f"click+result+updates {click_trips / max(answered, 1):.2f}; "
             "idle loop reads included)"
         )
         print("agent Redis round trips per ask:    2.00  (XADD, BLPOP)")
@@ -253,7 +272,9 @@ async def main(n: int, concurrency: int) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--asks", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=32)
     args = parser.parse_args()

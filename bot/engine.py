@@ -7,6 +7,7 @@ means comes from :mod:`bot.interactions`; how an ask ends comes from :mod:`bot.r
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -32,7 +33,7 @@ from bot.interactions import (
 from bot.keys import slot_tag
 from bot.metrics import METRICS
 from bot.model import AskRecord, PostedMessage, Target
-from bot.store import Entry, LoadedAsk, ResolveVerdict, Store, iso_ms
+from bot.store import Entry, LoadedAsk, Resolution, ResolveVerdict, Store, iso_ms
 from contract import QuestionAnswer
 from contract.envelopes import EnvelopeError, EscalationStep, parse_ask_envelope, parse_cancel_envelope
 
@@ -316,22 +317,8 @@ class Engine:
         reason: str | None = None,
     ) -> ResolveVerdict:
         """End the ask with ``ending`` unless something else already did; then update Slack."""
-        where = acted_on or (messages[-1] if messages else None)
-        slack_ref = None
-        if where is not None:
-            slack_ref = {
-                "channel": where.channel,
-                "ts": where.ts,
-                "permalink": where.permalink or await self.slack.permalink(where.channel, where.ts),
-            }
-        responder = {"id": actor.id, "name": actor.display} if actor is not None else None
-        prefix = results.result_prefix(
-            ask_id=rec.ask_id,
-            format=rec.format,
-            ending=ending,
-            responder=responder,
-            slack=slack_ref,
-            created_at=iso_ms(rec.created_ms),
+        prefix = await self._result_prefix(
+            rec, ending, actor=actor, where=acted_on or (messages[-1] if messages else None)
         )
         verdict = await self.store.resolve(
             rec,
@@ -349,6 +336,25 @@ class Engine:
                 rec, verdict.messages, verdict.result, actor.id if actor else None, reason=reason
             )
         return verdict
+
+    async def _result_prefix(
+        self, rec: AskRecord, ending: results.Ending, *, actor: SlackUser | None, where: PostedMessage | None
+    ) -> str:
+        slack_ref = None
+        if where is not None:
+            slack_ref = {
+                "channel": where.channel,
+                "ts": where.ts,
+                "permalink": where.permalink or await self.slack.permalink(where.channel, where.ts),
+            }
+        return results.result_prefix(
+            ask_id=rec.ask_id,
+            format=rec.format,
+            ending=ending,
+            responder={"id": actor.id, "name": actor.display} if actor is not None else None,
+            slack=slack_ref,
+            created_at=iso_ms(rec.created_ms),
+        )
 
     async def finish_messages(
         self,
@@ -661,12 +667,75 @@ class Engine:
         else:
             await self.store.schedule(rec.ask_id, rec.tag, at)
 
+    async def on_due_many(
+        self, due: Sequence[tuple[str, str]], now_ms: int, *, concurrency: int = 32
+    ) -> None:
+        """Timers fired for ``due`` ``(ask_id, tag)`` pairs. Timeouts, the bulk of the work, are
+        loaded, resolved and finalized a batch at a time (three round trips for the batch); the rest
+        (messages to finish, escalation, reminders) is handled one ask at a time."""
+        loaded_all = await self.store.load_many(due)
+        gone = [pair for pair, loaded in zip(due, loaded_all, strict=True) if loaded is None]
+        await self.store.unschedule_many(gone)
+        expired = [
+            loaded
+            for loaded in loaded_all
+            if loaded is not None
+            and loaded.state == "posted"
+            and loaded.record.deadline_ms
+            and now_ms >= loaded.record.deadline_ms
+        ]
+        rest = [loaded for loaded in loaded_all if loaded is not None and loaded not in expired]
+        slots = asyncio.Semaphore(concurrency)
+        await asyncio.gather(
+            self._time_out_many(expired, slots),
+            *(self._bounded(slots, self._on_due_loaded(loaded, now_ms)) for loaded in rest),
+        )
+
+    async def _time_out_many(self, expired: Sequence[LoadedAsk], slots: asyncio.Semaphore) -> None:
+        if not expired:
+            return
+
+        async def prepare(loaded: LoadedAsk) -> Resolution:
+            async with slots:
+                rec = loaded.record
+                ending = results.timed_out(rec)
+                where = loaded.messages[-1] if loaded.messages else None
+                prefix = await self._result_prefix(rec, ending, actor=None, where=where)
+                return Resolution(rec, ending.outcome, prefix, None, "timeout", "deadline passed")
+
+        resolutions = await asyncio.gather(*(prepare(loaded) for loaded in expired))
+        verdicts = await self.store.resolve_many(resolutions)
+        quiet: list[tuple[str, str, int]] = []
+        noisy: list[Awaitable[None]] = []
+        for resolution, verdict in zip(resolutions, verdicts, strict=True):
+            if verdict.verdict != "won" or verdict.result is None:
+                continue
+            METRICS.timeouts.inc()
+            METRICS.results.labels(outcome=resolution.outcome).inc()
+            rec = resolution.record
+            if verdict.messages:
+                noisy.append(
+                    self._bounded(slots, self.finish_messages(rec, verdict.messages, verdict.result, None))
+                )
+            else:
+                quiet.append((rec.ask_id, rec.tag, 0))
+        await asyncio.gather(self.store.finalize_many(quiet), *noisy)
+
+    @staticmethod
+    async def _bounded(slots: asyncio.Semaphore, work: Awaitable[None]) -> None:
+        async with slots:
+            await work
+
     async def on_due(self, ask_id: str, tag: str, now_ms: int) -> None:
         """A timer fired: finish an ended ask's messages, time out, escalate or remind."""
         loaded = await self.store.load(tag, ask_id)
         if loaded is None:
             await self.store.unschedule(ask_id, tag)
             return
+        await self._on_due_loaded(loaded, now_ms)
+
+    async def _on_due_loaded(self, loaded: LoadedAsk, now_ms: int) -> None:
+        ask_id, tag = loaded.record.ask_id, loaded.record.tag
         rec = loaded.record
         if loaded.state == "ended":
             if not loaded.finalized and loaded.result is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.sentinel import Sentinel
 
@@ -39,4 +39,8 @@ def connect(url: str, **kwargs: Any) -> Redis:
         sentinel = Sentinel(hosts, password=parsed.password)  # type: ignore[no-untyped-call]
         master: Redis = sentinel.master_for(service, db=db, **kwargs)
         return master
-    return Redis.from_url(url, **kwargs)
+    # A blocking pool: under a burst (intake, sweeper and clicks at once) callers wait for a free
+    # connection instead of failing with "Too many connections".
+    kwargs.setdefault("max_connections", 64)
+    kwargs.setdefault("timeout", 20)
+    return Redis.from_pool(BlockingConnectionPool.from_url(url, **kwargs))

@@ -7,6 +7,7 @@ The text and details are exactly the contract's: ``narrate``/``build_details`` f
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -142,6 +143,18 @@ def envelope_error(code: str, message: str) -> Ending:
     return Ending("error", [], f"Error: {message}", {}, HOST, {"code": code, "message": message})
 
 
+def _dumps(body: dict[str, Any]) -> str:
+    """Compact JSON. The C encoder in the common case; the contract's JavaScript-exact writer when a
+    text carries half a surrogate pair (a 4000-unit cut can leave one), which UTF-8 cannot hold.
+    Results hold no floats, the one place where the two writers could print differently."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return to_json(body)
+    return text
+
+
 def result_prefix(
     *,
     ask_id: str | None,
@@ -166,5 +179,4 @@ def result_prefix(
         "error": ending.error,
         "created_at": created_at,
     }
-    text = to_json(body)
-    return text[:-1] + ',"resolved_at":'
+    return _dumps(body)[:-1] + ',"resolved_at":'

@@ -99,7 +99,8 @@ class BotRuntime:
     async def start(self) -> None:
         if self.client.session is None:
             # One keep-alive session for every Web API call (slack_sdk opens one per call otherwise).
-            self.client.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.client.timeout))
+            timeout = aiohttp.ClientTimeout(total=self.client.timeout)
+            self.client.session = aiohttp.ClientSession(timeout=timeout)
         await self.check_redis()
         await self.store.load_scripts()
         await self.store.ensure_group()

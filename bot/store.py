@@ -31,6 +31,7 @@ __all__ = [
     "AuditEntry",
     "Entry",
     "LoadedAsk",
+    "Resolution",
     "ResolveVerdict",
     "Store",
     "iso_ms",
@@ -91,6 +92,18 @@ class LoadedAsk:
     by: str | None
     resolved_ms: int | None
     finalized: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """One ending for ``resolve_many``."""
+
+    record: AskRecord
+    outcome: str
+    result_prefix: str
+    actor: str | None
+    event: str
+    detail: str = ""
 
 
 class AuditEntry(BaseModel):
@@ -370,31 +383,77 @@ class Store:
         A timer ``finalize_after_ms`` ahead is set first so that, should this process die before it
         updated the Slack messages, a sweeper finishes the job (guarantee 3).
         """
-        k = self.ask_keys(record.tag, record.ask_id)
         replies = await self._run(
-            [
-                self._script(
-                    "schedule_in",
-                    [self.keys.due],
-                    [finalize_after_ms, due_member(record.ask_id, record.tag), "keep_earlier"],
-                ),
-                self._script(
-                    "resolve",
-                    [k.ask, k.audit, record.reply_to],
-                    [
-                        outcome,
-                        result_prefix,
-                        actor or "",
-                        self.retention_ms,
-                        "1" if refuse_late else "0",
-                        event,
-                        detail,
-                        expected_state,
-                    ],
-                ),
-            ]
+            self._resolve_steps(
+                record,
+                outcome=outcome,
+                result_prefix=result_prefix,
+                actor=actor,
+                event=event,
+                detail=detail,
+                refuse_late=refuse_late,
+                expected_state=expected_state,
+                finalize_after_ms=finalize_after_ms,
+            )
         )
-        reply = [_s(x) for x in replies[-1]]
+        return self._resolved(replies[-1])
+
+    async def resolve_many(self, endings: Sequence[Resolution]) -> list[ResolveVerdict]:
+        """``resolve`` for many asks in one round trip (the sweeper's timeouts)."""
+        steps: list[_Step] = []
+        for ending in endings:
+            steps.extend(
+                self._resolve_steps(
+                    ending.record,
+                    outcome=ending.outcome,
+                    result_prefix=ending.result_prefix,
+                    actor=ending.actor,
+                    event=ending.event,
+                    detail=ending.detail,
+                )
+            )
+        replies = await self._run(steps)
+        return [self._resolved(reply) for reply in replies[1::2]]
+
+    def _resolve_steps(
+        self,
+        record: AskRecord,
+        *,
+        outcome: str,
+        result_prefix: str,
+        actor: str | None,
+        event: str,
+        detail: str = "",
+        refuse_late: bool = False,
+        expected_state: str = "",
+        finalize_after_ms: int = 15_000,
+    ) -> list[_Step]:
+        k = self.ask_keys(record.tag, record.ask_id)
+        return [
+            self._script(
+                "schedule_in",
+                [self.keys.due],
+                [finalize_after_ms, due_member(record.ask_id, record.tag), "keep_earlier"],
+            ),
+            self._script(
+                "resolve",
+                [k.ask, k.audit, record.reply_to],
+                [
+                    outcome,
+                    result_prefix,
+                    actor or "",
+                    self.retention_ms,
+                    "1" if refuse_late else "0",
+                    event,
+                    detail,
+                    expected_state,
+                ],
+            ),
+        ]
+
+    @staticmethod
+    def _resolved(raw: Any) -> ResolveVerdict:
+        reply = [_s(x) for x in raw]
         verdict = reply[0]
         if verdict == "won":
             msgs = [PostedMessage.model_validate(m) for m in json.loads(reply[2] or "[]") or []]
@@ -437,6 +496,25 @@ class Store:
         """Push an error result for an envelope whose ask_id could not be read (nothing to record)."""
         await self.repush(reply_to, result)
 
+    async def finalize_many(self, asks: Sequence[tuple[str, str, int]]) -> None:
+        """``finalize`` for many ``(ask_id, tag, updated)`` in one round trip."""
+        steps: list[_Step] = []
+        for ask_id, tag, updated in asks:
+            steps.append(self._script("finalize", [self.ask_keys(tag, ask_id).ask], [updated]))
+            steps.append(self._zrem_due(ask_id, tag))
+        replies = await self._run(steps)
+        again = [(a, t) for (a, t, _), done in zip(asks, replies[0::2], strict=True) if int(done) == 0]
+        for ask_id, tag in again:
+            await self.schedule(ask_id, tag, 0)
+
+    def _zrem_due(self, ask_id: str, tag: str) -> _Step:
+        member = due_member(ask_id, tag)
+        return lambda pipe: pipe.zrem(self.keys.due, member)
+
+    async def unschedule_many(self, asks: Sequence[tuple[str, str]]) -> None:
+        if asks:
+            await self._run([self._zrem_due(ask_id, tag) for ask_id, tag in asks])
+
     async def remember_cancel(self, tag: str, ask_id: str, reason: str) -> None:
         """A cancel for an ask not seen yet: remembered for the retention period (protocol section 8)."""
         k = self.ask_keys(tag, ask_id)
@@ -454,12 +532,21 @@ class Store:
 
     async def load(self, tag: str, ask_id: str) -> LoadedAsk | None:
         k = self.ask_keys(tag, ask_id)
-        raw = await self.redis.hgetall(k.ask)
+        return self._loaded(k.ask, await self.redis.hgetall(k.ask))
+
+    async def load_many(self, asks: Sequence[tuple[str, str]]) -> list[LoadedAsk | None]:
+        """``load`` for many ``(ask_id, tag)`` pairs in one round trip."""
+        keys = [self.ask_keys(tag, ask_id).ask for ask_id, tag in asks]
+        replies = await self._run([lambda pipe, key=key: pipe.hgetall(key) for key in keys])  # type: ignore[misc]
+        return [self._loaded(key, raw) for key, raw in zip(keys, replies, strict=True)]
+
+    @staticmethod
+    def _loaded(key: str, raw: Any) -> LoadedAsk | None:
         if not raw:
             return None
         h = {_s(a): _s(b) for a, b in raw.items()}
         if "rec" not in h:
-            raise StoreError(f"ask record {k.ask} has no 'rec' field; was it written by something else?")
+            raise StoreError(f"ask record {key} has no 'rec' field; was it written by something else?")
         return LoadedAsk(
             # json.loads, not model_validate_json: a text cut at 4000 UTF-16 units may end in half a
             # surrogate pair (as upstream keeps it), which only the stdlib parser accepts.
