@@ -290,8 +290,9 @@ class Store:
         steps: list[_Step] = []
         if schedule_at_ms is not None:
             # Timer first: a crash right after accept must not leave an ask without its deadline.
+            # NX: a duplicate entry must not move the timer of an ask already in flight.
             due = {due_member(record.ask_id, record.tag): schedule_at_ms}
-            steps.append(lambda pipe: pipe.zadd(self.keys.due, due))
+            steps.append(lambda pipe: pipe.zadd(self.keys.due, due, nx=True))
         steps.append(
             self._script(
                 "accept",
@@ -310,7 +311,11 @@ class Store:
         )
         replies = await self._run(steps)
         reply = [_s(x) for x in replies[-1]]
-        return AcceptVerdict(reply[0], reply[1], reply[2] if len(reply) > 2 else "")  # type: ignore[arg-type]
+        verdict = AcceptVerdict(reply[0], reply[1], reply[2] if len(reply) > 2 else "")  # type: ignore[arg-type]
+        if verdict.verdict == "ended" and schedule_at_ms is not None and int(replies[0]) == 1:
+            # A re-send of an ended ask: the timer just added belongs to nobody.
+            await self.unschedule(record.ask_id, record.tag)
+        return verdict
 
     async def posted(
         self,

@@ -305,3 +305,25 @@ async def test_policy_fields_fill_what_the_ask_leaves_out(
     assert result["outcome"] == "timeout"
     if field == "remind_every_ms":
         assert harness.fake.thread("C0INCIDENT", message.ts)
+
+
+async def test_every_key_an_ask_leaves_behind_expires(harness: Harness) -> None:
+    env = harness.envelope(Q, timeout_ms=60_000, remind_every_ms=60_000)
+    await harness.send(env)
+    [message] = await harness.posted()
+    await harness.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+    await harness.result(env["reply_to"])
+    await harness.ended("C0DEPLOY", message.ts)
+    await harness.send({**env})  # a re-send: recovers the result, must not create unbounded keys either
+    await harness.result(env["reply_to"])
+    await asyncio.sleep(0.3)
+    streams_and_indexes = {f"{harness.prefix}:asks", f"{harness.prefix}:due", f"{harness.prefix}:dead"}
+    keys = [k.decode() async for k in harness.redis.scan_iter(match=f"{harness.prefix}*")]
+    assert keys
+    for key in keys:
+        if key in streams_and_indexes:
+            continue
+        assert await harness.redis.pttl(key) > 0, f"{key} never expires"
+    # The intake stream is drained and the timer index holds nothing for an ended ask.
+    assert await harness.redis.xlen(f"{harness.prefix}:asks") == 0
+    assert await harness.redis.zcard(f"{harness.prefix}:due") == 0
