@@ -1,0 +1,89 @@
+"""Intake decisions that need no Slack: poison entries, unknown fields, eviction warnings."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from redis.asyncio import Redis
+
+from bot.config import Settings
+from bot.embedded_redis import start_embedded_redis
+from bot.engine import Engine
+from bot.runtime import BotRuntime
+from bot.store import Entry, Store
+
+
+class NoSlack:
+    """Any Slack call here would be a bug."""
+
+
+async def _engine(redis: Redis, prefix: str) -> Engine:
+    store = Store(redis, prefix)
+    await store.ensure_group()
+    return Engine(Settings(prefix=prefix, max_deliveries=3), store, NoSlack(), consumer="c")
+
+
+async def test_an_entry_delivered_too_often_is_parked_with_its_reason(redis: Redis, prefix: str) -> None:
+    engine = await _engine(redis, prefix)
+    entry_id = (await redis.xadd(f"{prefix}:asks", {"ask": "{}"})).decode()
+    await engine.handle_entry(Entry(entry_id, {"ask": "{}"}, deliveries=4))
+    [(_, fields)] = await redis.xrange(f"{prefix}:dead")
+    assert fields[b"reason"] == b"failed 3 times; parked for an operator"
+    assert fields[b"entry_id"].decode() == entry_id
+    assert await redis.xlen(f"{prefix}:asks") == 0
+
+
+async def test_an_entry_with_neither_ask_nor_cancel_is_parked(redis: Redis, prefix: str) -> None:
+    engine = await _engine(redis, prefix)
+    entry_id = (await redis.xadd(f"{prefix}:asks", {"hello": "world"})).decode()
+    await engine.handle_entry(Entry(entry_id, {"hello": "world"}))
+    [(_, fields)] = await redis.xrange(f"{prefix}:dead")
+    assert b"neither an 'ask' nor a 'cancel'" in fields[b"reason"]
+
+
+async def test_a_malformed_cancel_is_parked_not_dropped(redis: Redis, prefix: str) -> None:
+    engine = await _engine(redis, prefix)
+    entry_id = (await redis.xadd(f"{prefix}:asks", {"cancel": "[1]"})).decode()
+    await engine.handle_entry(Entry(entry_id, {"cancel": "[1]"}))
+    [(_, fields)] = await redis.xrange(f"{prefix}:dead")
+    assert fields[b"reason"].startswith(b"invalid_envelope")
+
+
+async def test_the_bot_warns_when_redis_may_evict_asks(caplog: pytest.LogCaptureFixture) -> None:
+    embedded = start_embedded_redis()
+    if embedded.kind == "fakeredis":
+        embedded.stop()
+        pytest.skip("fakeredis has no maxmemory-policy; needs a redis-server binary")
+    client = Redis.from_url(embedded.url)
+    try:
+        await client.config_set("maxmemory-policy", "allkeys-lru")
+        runtime = BotRuntime(
+            Settings(
+                slack_bot_token="xoxb-test", redis_url=embedded.url, slack_api_url="http://127.0.0.1:9/"
+            ),
+            redis=client,
+        )
+        with caplog.at_level(logging.WARNING, logger="bot.runtime"):
+            await runtime.check_redis()
+        assert "allkeys-lru" in caplog.text and "noeviction" in caplog.text
+        caplog.clear()
+        await client.config_set("maxmemory-policy", "noeviction")
+        with caplog.at_level(logging.WARNING, logger="bot.runtime"):
+            await runtime.check_redis()
+        assert caplog.text == ""
+    finally:
+        await client.aclose()
+        embedded.stop()
+
+
+def test_settings_never_show_secrets_in_their_repr() -> None:
+    settings = Settings(
+        slack_bot_token="xoxb-123456789-secret",
+        slack_signing_secret="sig-secret",
+        redis_url="redis://:pw-secret@localhost:6379/0",
+    )
+    shown = repr(settings) + str(settings) + json.dumps(settings.model_dump(mode="json"))
+    for secret in ("xoxb-123456789-secret", "sig-secret", "pw-secret"):
+        assert secret not in shown
