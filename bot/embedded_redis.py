@@ -70,6 +70,8 @@ def _start_redis_server(binary: str) -> EmbeddedRedis:
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        # Its own session: a Ctrl-C meant for the demo must not kill Redis before the bot stops.
+        start_new_session=True,
     )
     deadline = time.monotonic() + 10
     while not redis_answers(port=port, timeout=0.2):

@@ -705,7 +705,7 @@ def _form_blocks(ask: AskRecord, questions: list[_Q], level: _Level) -> list[Blo
         if q.custom:
             blocks.append(_text_input(FIELD_CUSTOM, i, OTHER_OPTION, optional=True))
         if q.kind != "text":
-            blocks.append(_text_input(FIELD_NOTE, i, "Note (optional)", optional=True))
+            blocks.append(_text_input(FIELD_NOTE, i, "Note", optional=True))
     if ask.format == "rich":
         blocks.append(_text_input(FIELD_ADDITIONAL, None, "Additional notes", optional=True))
     return blocks
@@ -819,7 +819,7 @@ def render_other_modal(ask: AskRecord, question_index: int, meta: FormMeta) -> d
             element=PlainTextInputElement(action_id=FIELD_CUSTOM, multiline=True, max_length=_INPUT_MAX),
             optional=False,
         ),
-        _text_input(FIELD_NOTE, question_index, "Note (optional)", optional=True),
+        _text_input(FIELD_NOTE, question_index, "Note", optional=True),
     ]
     view = _view(VIEW_OTHER, "Your own answer", meta, blocks)
     check_view(view)
