@@ -165,8 +165,7 @@ def _dump(status: AskStatus) -> int:
 
 
 async def _cancel(store: Store, redis: Redis, args: argparse.Namespace) -> int:
-    loaded_tag = await store.lookup_tag(args.ask_id)
-    loaded = await store.load(loaded_tag, args.ask_id) if loaded_tag else None
+    loaded = await store.find(args.ask_id)
     reply_to = loaded.record.reply_to if loaded else ""
     body = {"v": 1, "ask_id": args.ask_id, "reply_to": reply_to or "-", "reason": args.reason}
     return await _send_and_wait(store, redis, args, "cancel", body)

@@ -233,8 +233,7 @@ class Engine:
             METRICS.dead_letters.labels(reason="bad_cancel").inc()
             await self.store.dead_letter(entry, f"{exc.code}: {exc.message}")
             return
-        tag = await self.store.lookup_tag(env.ask_id)
-        loaded = await self.store.load(tag, env.ask_id) if tag is not None else None
+        loaded = await self.store.find(env.ask_id)
         if loaded is None:
             await self.store.remember_cancel(slot_tag(env.reply_to), env.ask_id, env.reason or "")
         elif loaded.state != "ended":
@@ -321,13 +320,15 @@ class Engine:
             rec, ending, actor=actor, where=acted_on or (messages[-1] if messages else None)
         )
         verdict = await self.store.resolve(
-            rec,
-            outcome=ending.outcome,
-            result_prefix=prefix,
-            actor=actor.id if actor is not None else None,
-            event=event,
-            detail=(reason if reason is not None else detail)[:500],
-            refuse_late=refuse_late,
+            Resolution(
+                rec,
+                ending.outcome,
+                prefix,
+                actor.id if actor is not None else None,
+                event,
+                (reason if reason is not None else detail)[:500],
+                refuse_late=refuse_late,
+            )
         )
         if verdict.verdict == "won":
             METRICS.results.labels(outcome=ending.outcome).inc()
@@ -596,8 +597,7 @@ class Engine:
     # ------------------------------------------------------------------ operators and events
 
     async def dismiss(self, ask_id: str, *, by: SlackUser | None, detail: str) -> ResolveVerdict | None:
-        tag = await self.store.lookup_tag(ask_id)
-        loaded = await self.store.load(tag, ask_id) if tag else None
+        loaded = await self.store.find(ask_id)
         if loaded is None:
             return None
         return await self.end(
@@ -607,21 +607,6 @@ class Engine:
             event="dismissed",
             detail=detail,
             messages=loaded.messages,
-        )
-
-    async def cancel(self, ask_id: str, *, reason: str | None, by: str) -> ResolveVerdict | None:
-        tag = await self.store.lookup_tag(ask_id)
-        loaded = await self.store.load(tag, ask_id) if tag else None
-        if loaded is None:
-            return None
-        return await self.end(
-            loaded.record,
-            results.ended_without_answer(loaded.record, "cancelled"),
-            actor=None,
-            event="cancelled",
-            detail=f"by {by}",
-            messages=loaded.messages,
-            reason=reason or "",
         )
 
     async def dismiss_message(self, channel: str, ts: str, ref: AskRef | None, *, detail: str) -> None:

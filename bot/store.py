@@ -39,6 +39,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+FINALIZE_AFTER_MS = 15_000
+"""How long after an ask ends a sweeper checks that its Slack messages were updated."""
+
 _Step = Callable[[Pipeline], Any]
 
 
@@ -104,6 +107,8 @@ class Resolution:
     actor: str | None
     event: str
     detail: str = ""
+    refuse_late: bool = False
+    """An answer: refused (``late``) when it reaches Redis after the deadline."""
 
 
 class AuditEntry(BaseModel):
@@ -276,6 +281,11 @@ class Store:
         value = await self.redis.get(self.keys.index(ask_id))
         return _s(value) if value is not None else None
 
+    async def find(self, ask_id: str) -> LoadedAsk | None:
+        """An ask from its id alone (operators, cancels): through the id index, then its record."""
+        tag = await self.lookup_tag(ask_id)
+        return await self.load(tag, ask_id) if tag is not None else None
+
     async def accept(
         self,
         record: AskRecord,
@@ -370,88 +380,41 @@ class Store:
         )
         return _s(reply[0])
 
-    async def resolve(
-        self,
-        record: AskRecord,
-        *,
-        outcome: str,
-        result_prefix: str,
-        actor: str | None,
-        event: str,
-        detail: str = "",
-        refuse_late: bool = False,
-        expected_state: str = "",
-        finalize_after_ms: int = 15_000,
-    ) -> ResolveVerdict:
+    async def resolve(self, resolution: Resolution) -> ResolveVerdict:
         """End the ask if nobody did yet: state, result push and audit in one atomic step.
 
-        A timer ``finalize_after_ms`` ahead is set first so that, should this process die before it
+        A timer ``FINALIZE_AFTER_MS`` ahead is set first so that, should this process die before it
         updated the Slack messages, a sweeper finishes the job (guarantee 3).
         """
-        replies = await self._run(
-            self._resolve_steps(
-                record,
-                outcome=outcome,
-                result_prefix=result_prefix,
-                actor=actor,
-                event=event,
-                detail=detail,
-                refuse_late=refuse_late,
-                expected_state=expected_state,
-                finalize_after_ms=finalize_after_ms,
-            )
-        )
+        replies = await self._run(self._resolve_steps(resolution))
         return self._resolved(replies[-1])
 
-    async def resolve_many(self, endings: Sequence[Resolution]) -> list[ResolveVerdict]:
+    async def resolve_many(self, resolutions: Sequence[Resolution]) -> list[ResolveVerdict]:
         """``resolve`` for many asks in one round trip (the sweeper's timeouts)."""
         steps: list[_Step] = []
-        for ending in endings:
-            steps.extend(
-                self._resolve_steps(
-                    ending.record,
-                    outcome=ending.outcome,
-                    result_prefix=ending.result_prefix,
-                    actor=ending.actor,
-                    event=ending.event,
-                    detail=ending.detail,
-                )
-            )
+        for resolution in resolutions:
+            steps.extend(self._resolve_steps(resolution))
         replies = await self._run(steps)
         return [self._resolved(reply) for reply in replies[1::2]]
 
-    def _resolve_steps(
-        self,
-        record: AskRecord,
-        *,
-        outcome: str,
-        result_prefix: str,
-        actor: str | None,
-        event: str,
-        detail: str = "",
-        refuse_late: bool = False,
-        expected_state: str = "",
-        finalize_after_ms: int = 15_000,
-    ) -> list[_Step]:
+    def _resolve_steps(self, r: Resolution) -> list[_Step]:
+        record = r.record
         k = self.ask_keys(record.tag, record.ask_id)
+        member = due_member(record.ask_id, record.tag)
         return [
-            self._script(
-                "schedule_in",
-                [self.keys.due],
-                [finalize_after_ms, due_member(record.ask_id, record.tag), "keep_earlier"],
-            ),
+            self._script("schedule_in", [self.keys.due], [FINALIZE_AFTER_MS, member, "keep_earlier"]),
             self._script(
                 "resolve",
                 [k.ask, k.audit, record.reply_to],
                 [
-                    outcome,
-                    result_prefix,
-                    actor or "",
+                    r.outcome,
+                    r.result_prefix,
+                    r.actor or "",
                     self.retention_ms,
-                    "1" if refuse_late else "0",
-                    event,
-                    detail,
-                    expected_state,
+                    "1" if r.refuse_late else "0",
+                    r.event,
+                    r.detail,
+                    "",
                 ],
             ),
         ]
@@ -618,13 +581,10 @@ class Store:
 
     async def get_status(self, ask_id: str) -> AskStatus | None:
         """The state, audit trail and stored result of one ask (None when unknown or expired)."""
-        tag = await self.lookup_tag(ask_id)
-        if tag is None:
-            return None
-        loaded = await self.load(tag, ask_id)
+        loaded = await self.find(ask_id)
         if loaded is None:
             return None
-        return self._status(loaded, audit=await self.read_audit(tag, ask_id), full=True)
+        return self._status(loaded, audit=await self.read_audit(loaded.record.tag, ask_id), full=True)
 
     async def list_pending(self, limit: int = 1000) -> list[AskStatus]:
         """Pending asks, oldest first, found through the id index (bounded by ``limit``)."""

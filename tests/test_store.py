@@ -14,7 +14,7 @@ from redis.crc import key_slot
 from bot.keys import Keys, slot_tag
 from bot.model import AskRecord, PostedMessage
 from bot.scripts import SCRIPT_NAMES, script_source
-from bot.store import Store, iso_ms
+from bot.store import Resolution, Store, iso_ms
 from contract import normalize_ask_request
 
 
@@ -90,7 +90,9 @@ async def test_resolve_pushes_exactly_one_result_whatever_races(
     verdicts = await asyncio.gather(
         *(
             store.resolve(
-                rec, outcome=outcome, result_prefix=_prefix_json(rec.ask_id), actor=f"U{i}", event=outcome
+                Resolution(
+                    rec, outcome=outcome, result_prefix=_prefix_json(rec.ask_id), actor=f"U{i}", event=outcome
+                )
             )
             for i, outcome in enumerate(["answered", "cancelled", "timeout", "dismissed"] * 5)
         )
@@ -106,7 +108,9 @@ async def test_resolve_result_carries_redis_time_as_rfc3339(
     await _accept(store, rec)
     before = await store.server_time_ms()
     verdict = await store.resolve(
-        rec, outcome="answered", result_prefix=_prefix_json(rec.ask_id), actor="U1", event="answered"
+        Resolution(
+            rec, outcome="answered", result_prefix=_prefix_json(rec.ask_id), actor="U1", event="answered"
+        )
     )
     after = await store.server_time_ms()
     assert verdict.verdict == "won" and verdict.result is not None
@@ -123,12 +127,14 @@ async def test_resolve_refuses_an_answer_after_the_deadline(
     rec = _record(reply_to, created_ms=now - 10_000, deadline_ms=now - 1)
     await _accept(store, rec)
     verdict = await store.resolve(
-        rec,
-        outcome="answered",
-        result_prefix=_prefix_json(rec.ask_id),
-        actor="U1",
-        event="answered",
-        refuse_late=True,
+        Resolution(
+            rec,
+            outcome="answered",
+            result_prefix=_prefix_json(rec.ask_id),
+            actor="U1",
+            event="answered",
+            refuse_late=True,
+        )
     )
     assert verdict.verdict == "late"
     assert await redis.llen(reply_to) == 0
@@ -141,11 +147,13 @@ async def test_accept_of_an_ended_ask_returns_the_stored_result_and_first_entry(
     rec = _record(reply_to)
     await _accept(store, rec, entry="5-0")
     await store.resolve(
-        rec,
-        outcome="cancelled",
-        result_prefix=_prefix_json(rec.ask_id, "cancelled"),
-        actor=None,
-        event="cancelled",
+        Resolution(
+            rec,
+            outcome="cancelled",
+            result_prefix=_prefix_json(rec.ask_id, "cancelled"),
+            actor=None,
+            event="cancelled",
+        )
     )
     verdict = await store.accept(
         rec, consumer="c9", lease_ms=1000, pending_ttl_ms=1000, entry_id="9-0", schedule_at_ms=None
@@ -176,7 +184,9 @@ async def test_posted_after_the_end_tells_the_caller_to_end_the_new_message(
     rec = _record(reply_to)
     await _accept(store, rec)
     await store.resolve(
-        rec, outcome="cancelled", result_prefix=_prefix_json(rec.ask_id), actor=None, event="cancelled"
+        Resolution(
+            rec, outcome="cancelled", result_prefix=_prefix_json(rec.ask_id), actor=None, event="cancelled"
+        )
     )
     state = await store.posted(rec.tag, rec.ask_id, [PostedMessage(channel="C1", ts="1.2")], actor="c1")
     assert state == "ended"
