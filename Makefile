@@ -29,8 +29,8 @@ pytest: $(STAMP)
 	$(BIN)/pytest
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_bot.py
-	$(BIN)/python benchmarks/bench_sweeper.py
+	$(BIN)/python -m benchmarks.bench_bot
+	$(BIN)/python -m benchmarks.bench_sweeper
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
