@@ -44,8 +44,21 @@ class SlackPermanentError(SlackError):
 
     def __init__(self, error: str, *, method: str, where: str | None = None) -> None:
         place = f" {where}" if where else ""
-        super().__init__(f"Slack answered {error} when calling {method}{place}", method=method, where=where)
+        doing = _DOING.get(method, f"calling {method}")
+        super().__init__(f"Slack answered {error} when {doing}{place}", method=method, where=where)
         self.code = error
+
+
+# What each Web API call was for, in the words a result's error message uses.
+_DOING = {
+    "chat.postMessage": "posting",
+    "chat.update": "updating the message",
+    "chat.postEphemeral": "telling",
+    "conversations.open": "opening a DM",
+    "users.lookupByEmail": "looking up the user",
+    "usergroups.users.list": "reading the user group",
+    "views.open": "opening the form",
+}
 
 
 class SlackUnreachableError(SlackError):

@@ -78,7 +78,7 @@ async def test_an_unknown_channel_is_unavailable_at_once_with_the_warning(harnes
     result = await harness.result(env["reply_to"])
     assert result["outcome"] == "unavailable"
     assert result["error"]["code"] == "channel_not_found"
-    assert "C0NOSUCH" in result["error"]["message"]
+    assert result["error"]["message"] == "Slack answered channel_not_found when posting to C0NOSUCH"
     assert result["text"] == f"User answers:\ndeploy: (unavailable)\n\n{UNAVAILABLE_WARNING}"
     assert result["delivery"] == {"surface": "none", "degraded": False}
 
