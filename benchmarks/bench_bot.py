@@ -148,11 +148,12 @@ async def _ask(pipe: Pipe, command: str, arg: Any = None) -> Any:
     return await asyncio.get_running_loop().run_in_executor(None, pipe.recv)
 
 
-async def main(n: int, concurrency: int) -> None:
+async def main(n: int, concurrency: int, latency: float) -> None:
     url, kind, embedded = choose_redis()
     prefix = f"bench-{uuid.uuid4().hex[:8]}"
     fake = FakeSlack.with_demo_workspace(signing_secret=SECRET)
     fake.add_channel("C0RANDOM", "random", members=["U0ALICE"])  # the bare posts land here, the bot's don't
+    fake.latency = latency
     await fake.start()
     agent = Redis.from_url(url, socket_timeout=120)
     parent, child = mp.get_context("spawn").Pipe()
@@ -160,7 +161,10 @@ async def main(n: int, concurrency: int) -> None:
         target=_bot_process, args=(child, fake.api_url, fake.bot_token, url, prefix, concurrency), daemon=True
     )
     proc.start()
-    print(f"slack-ask bench: {n} asks, concurrency {concurrency}, {kind} ({url}), bot in pid {proc.pid}")
+    print(
+        f"slack-ask bench: {n} asks, concurrency {concurrency}, Slack latency {latency * 1000:.0f} ms, "
+        f"{kind} ({url}), bot in pid {proc.pid}"
+    )
     try:
         _, port = await asyncio.get_running_loop().run_in_executor(None, parent.recv)
         fake.events_url = f"http://127.0.0.1:{port}/slack/events"
@@ -277,5 +281,6 @@ if __name__ == "__main__":
     )
     parser.add_argument("--asks", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds the fake adds to every call")
     args = parser.parse_args()
-    asyncio.run(main(args.asks, args.concurrency))
+    asyncio.run(main(args.asks, args.concurrency, args.latency))
