@@ -753,7 +753,7 @@ class Engine:
 
     async def _escalate(self, loaded: LoadedAsk, step: int, how: EscalationStep, now_ms: int) -> None:
         rec = loaded.record
-        where = f"#{how.channel}" if how.channel else f"@{how.user}"
+        where = _place(how)
         try:
             target = await self._target(how.channel, how.user)
             message = render.render_ask_message(rec, now_ms=now_ms, step=step + 1, mentions=how.mention)
@@ -788,9 +788,9 @@ class Engine:
             if fresh is not None and fresh.result is not None:
                 await self.finish_messages(rec, [*fresh.messages, new], fresh.result, fresh.by)
             return
-        # Earlier messages stay answerable and say where the ask went.
-        places = [where]
+        # Earlier messages stay answerable and say every place the ask went since.
         for earlier in loaded.messages:
+            places = [_place(s) for s in rec.escalate[earlier.step : step + 1]]
             redrawn = render.render_ask_message(rec, now_ms=now_ms, step=earlier.step, elsewhere=places)
             try:
                 await self.slack.update(earlier.channel, earlier.ts, text=redrawn.text, blocks=redrawn.blocks)
@@ -816,6 +816,10 @@ class Engine:
             actor=self.consumer,
             detail=f"reminder {reminders + 1}",
         )
+
+
+def _place(step: EscalationStep) -> str:
+    return f"#{step.channel}" if step.channel else f"@{step.user}"
 
 
 def _form_ending(rec: AskRecord, parsed: FormAnswers) -> results.Ending:
