@@ -63,6 +63,11 @@ class Intake:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
+    def abort(self) -> None:
+        """Cancel every entry in flight (a crash, in tests): they stay pending for a reclaim."""
+        for task in self._tasks:
+            task.cancel()
+
     async def run(self, stop: asyncio.Event) -> None:
         await self.store.ensure_group()
         # Entries this consumer name held before a restart come first.

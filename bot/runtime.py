@@ -141,7 +141,8 @@ class BotRuntime:
         return app
 
     async def serve_http(self, host: str = "127.0.0.1", port: int = 3000) -> int:
-        self._runner = web.AppRunner(self.web_app(), access_log=None)
+        # Bounded graceful shutdown: in-flight Slack requests get 5 s (Slack retries what is lost).
+        self._runner = web.AppRunner(self.web_app(), access_log=None, shutdown_timeout=5.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port)
         await site.start()
@@ -166,7 +167,9 @@ class BotRuntime:
             self.client.session = None
 
     async def kill(self) -> None:
-        """Stop abruptly, as a crash would: loops cancelled mid-work, nothing acknowledged or cleaned up."""
+        """Stop abruptly, as a crash would: every loop and in-flight entry cancelled mid-work, nothing
+        acknowledged. (Tests use it to prove another replica finishes the work.)"""
+        self.intake.abort()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -176,6 +179,9 @@ class BotRuntime:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self.client.session is not None:
+            await self.client.session.close()
+            self.client.session = None
 
     async def aclose(self) -> None:
         await self.stop()

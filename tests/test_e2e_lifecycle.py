@@ -160,13 +160,14 @@ async def test_a_replica_killed_during_escalation_lets_another_finish_it(harness
 
     # Killed while waiting for step 2 (a kill between a post and its record may repeat that one
     # post: the one duplicate docs/architecture.md owns up to).
-    for _ in range(200):
-        if await step_one_recorded():
-            break
-        await asyncio.sleep(0.02)
-    await first.kill()
+    async with asyncio.timeout(10):
+        while not await step_one_recorded():
+            await asyncio.sleep(0.02)
+    async with asyncio.timeout(10):
+        await first.kill()
     harness.replicas.remove(first)
-    await harness.start_replica()
+    async with asyncio.timeout(10):
+        await harness.start_replica()
     dm = harness.fake.state.dm_id_for("U0CAROL")
     [third] = await harness.posted(dm, timeout=40)
     assert len(harness.fake.messages("C0INCIDENT")) == 1  # step 1 not repeated
