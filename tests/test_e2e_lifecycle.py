@@ -161,7 +161,7 @@ async def test_a_replica_killed_during_escalation_lets_another_finish_it(harness
     # Killed while waiting for step 2 (a kill between a post and its record may repeat that one
     # post: the one duplicate docs/architecture.md owns up to).
     async with asyncio.timeout(10):
-        while not await step_one_recorded():
+        while not await step_one_recorded():  # noqa: ASYNC110 - polls Redis
             await asyncio.sleep(0.02)
     async with asyncio.timeout(10):
         await first.kill()
