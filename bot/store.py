@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
+from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError, ResponseError
 
@@ -42,7 +42,8 @@ log = logging.getLogger(__name__)
 FINALIZE_AFTER_MS = 15_000
 """How long after an ask ends a sweeper checks that its Slack messages were updated."""
 
-_Step = Callable[[Pipeline], Any]
+_Step = Callable[[Any], Any]
+"""Queues one command on a pipeline (or, on Redis Cluster, returns its coroutine on the client)."""
 
 
 def iso_ms(ms: int) -> str:
@@ -144,6 +145,7 @@ class Store:
         self._scripts: dict[str, AsyncScript] = {
             name: redis.register_script(script_source(name)) for name in SCRIPT_NAMES
         }
+        self._cluster = isinstance(redis, RedisCluster)
         self._shas = {name: hashlib.sha1(script_source(name).encode()).hexdigest() for name in SCRIPT_NAMES}
 
     # -- scripts ---------------------------------------------------------------------------
@@ -157,6 +159,13 @@ class Store:
         sha = self._shas[name]
         return lambda pipe: pipe.evalsha(sha, len(keys), *keys, *args)
 
+    async def _direct(self, step: _Step) -> Any:
+        try:
+            return await step(self.redis)
+        except NoScriptError:
+            await self.load_scripts()
+            return await step(self.redis)
+
     def _track(self, key: str, member: str) -> list[_Step]:
         return [lambda pipe: pipe.sadd(key, member), lambda pipe: pipe.pexpire(key, self.retention_ms * 2)]
 
@@ -164,6 +173,10 @@ class Store:
         """Run ``steps`` in one pipeline: one round trip. Scripts go as EVALSHA (redis-py would
         otherwise add a SCRIPT EXISTS round trip to every pipeline); NOSCRIPT reloads and retries,
         which is safe because every step is idempotent or a compare-and-set."""
+        if self._cluster:
+            # redis-py's cluster pipelines refuse EVALSHA: one command at a time, in order (each
+            # script is still atomic; only the round-trip saving is lost).
+            return [await self._direct(step) for step in steps]
         for attempt in (1, 2):
             async with self.redis.pipeline(transaction=False) as pipe:
                 for step in steps:
