@@ -1071,19 +1071,12 @@ class FakeSlack:
             return "replaced"
         thread_ts = body.get("thread_ts")
         if body.get("response_type") == "in_channel":
-            message = Message(
-                channel=channel.id,
-                ts=ws.next_ts(),
+            ws.post_as_bot(
+                channel.id,
                 text=text,
-                user=ws.bot.user_id,
-                team=ws.team_id,
                 blocks=blocks,
-                bot_id=ws.bot.bot_id,
-                app_id=ws.bot.app_id,
                 thread_ts=thread_ts if isinstance(thread_ts, str) else None,
             )
-            ws.messages.setdefault(channel.id, []).append(message)
-            ws.touch()
             return "in_channel"
         ws.ephemerals.append(
             Ephemeral(

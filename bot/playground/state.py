@@ -390,6 +390,32 @@ class Workspace:
             bot_id=self.bot.bot_id,
         )
 
+    def post_as_bot(
+        self,
+        channel: str,
+        *,
+        text: str,
+        blocks: list[JSON],
+        thread_ts: str | None,
+        metadata: JSON | None = None,
+    ) -> Message:
+        """Append a bot message to ``channel`` (chat.postMessage, or an in-channel response_url post)."""
+        message = Message(
+            channel=channel,
+            ts=self.next_ts(),
+            text=text,
+            user=self.bot.user_id,
+            team=self.team_id,
+            blocks=blocks,
+            bot_id=self.bot.bot_id,
+            app_id=self.bot.app_id,
+            thread_ts=thread_ts,
+            metadata=metadata,
+        )
+        self.messages.setdefault(channel, []).append(message)
+        self.touch()
+        return message
+
     # ids and clocks
 
     def next_ts(self) -> str:

@@ -248,20 +248,13 @@ class WebApi:
         text, blocks = self.content(params)
         metadata = self.metadata(params)
         ws = self.ws
-        message = Message(
-            channel=channel.id,
-            ts=ws.next_ts(),
+        message = ws.post_as_bot(
+            channel.id,
             text=text,
-            user=ws.bot.user_id,
-            team=ws.team_id,
             blocks=blocks,
-            bot_id=ws.bot.bot_id,
-            app_id=ws.bot.app_id,
             thread_ts=_text(params, "thread_ts"),
             metadata=metadata or None,
         )
-        ws.messages.setdefault(channel.id, []).append(message)
-        ws.touch()
         return {"ok": True, "channel": channel.id, "ts": message.ts, "message": message.to_slack()}
 
     def chat_update(self, params: JSON) -> JSON:
