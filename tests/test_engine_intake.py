@@ -80,10 +80,10 @@ async def test_the_bot_warns_when_redis_may_evict_asks(caplog: pytest.LogCapture
 
 def test_settings_never_show_secrets_in_their_repr() -> None:
     settings = Settings(
-        slack_bot_token="xoxb-123456789-secret",
+        slack_bot_token="xoxb-not-a-real-secret",
         slack_signing_secret="sig-secret",
         redis_url="redis://:pw-secret@localhost:6379/0",
     )
     shown = repr(settings) + str(settings) + json.dumps(settings.model_dump(mode="json"))
-    for secret in ("xoxb-123456789-secret", "sig-secret", "pw-secret"):
+    for secret in ("xoxb-not-a-real-secret", "sig-secret", "pw-secret"):
         assert secret not in shown
