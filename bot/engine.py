@@ -33,7 +33,7 @@ from bot.interactions import (
 from bot.keys import slot_tag
 from bot.metrics import METRICS
 from bot.model import AskRecord, PostedMessage, Target
-from bot.store import Entry, LoadedAsk, Resolution, ResolveVerdict, Store, iso_ms
+from bot.store import AcceptVerdict, Entry, LoadedAsk, Resolution, ResolveVerdict, Store, iso_ms
 from contract import QuestionAnswer
 from contract.envelopes import EnvelopeError, EscalationStep, parse_ask_envelope, parse_cancel_envelope
 
@@ -50,6 +50,8 @@ class Refusal:
 
     kind: str
     text: str
+    ended: LoadedAsk | None = None
+    """For ``ended``: the ask as loaded, so its messages can be healed without another read."""
 
 
 def _iso_to_ms(text: str | None) -> int:
@@ -143,10 +145,7 @@ class Engine:
             schedule_at_ms=schedule,
         )
         if verdict.verdict == "ended":
-            if verdict.entry != entry.id and verdict.detail:
-                METRICS.asks.labels(result="resent").inc()
-                stored = await self.store.load(tag, env.ask_id)
-                await self.store.repush(stored.record.reply_to if stored else env.reply_to, verdict.detail)
+            await self._recover(verdict, entry, tag, env.ask_id, env.reply_to)
             await self.store.ack(entry.id)
             return
         if verdict.verdict == "posted":
@@ -189,6 +188,17 @@ class Engine:
             return
         await self._deliver(rec, entry)
 
+    async def _recover(
+        self, verdict: AcceptVerdict, entry: Entry, tag: str, ask_id: str, reply_to: str
+    ) -> None:
+        """An ask that already ended came again in a new entry: push its stored result once more,
+        onto the reply_to it was first sent with (protocol section 10, point 1)."""
+        if verdict.entry == entry.id or not verdict.detail:
+            return  # the same entry reclaimed after a crash: its result is already out
+        METRICS.asks.labels(result="resent").inc()
+        stored = await self.store.load(tag, ask_id)
+        await self.store.repush(stored.record.reply_to if stored else reply_to, verdict.detail)
+
     async def _reject_unparsed(self, entry: Entry, exc: EnvelopeError, created_ms: int) -> None:
         if exc.reply_to is None:
             METRICS.dead_letters.labels(reason=exc.code).inc()
@@ -205,7 +215,7 @@ class Engine:
                 slack=None,
                 created_at=iso_ms(created_ms),
             )
-            await self.store.push_unrecorded(exc.reply_to, prefix + json.dumps(iso_ms(now)) + "}")
+            await self.store.repush(exc.reply_to, prefix + json.dumps(iso_ms(now)) + "}")
             await self.store.ack(entry.id)
             return
         tag = await self.store.claim_index(exc.ask_id, slot_tag(exc.reply_to), self._pending_ttl_ms(None))
@@ -220,9 +230,8 @@ class Engine:
         )
         if verdict.verdict in ("post", "cancel", "expired"):
             await self.end(rec, ending, actor=None, event=exc.code, detail=exc.message, messages=[])
-        elif verdict.verdict == "ended" and verdict.entry != entry.id and verdict.detail:
-            stored = await self.store.load(tag, exc.ask_id)
-            await self.store.repush(stored.record.reply_to if stored else exc.reply_to, verdict.detail)
+        elif verdict.verdict == "ended":
+            await self._recover(verdict, entry, tag, exc.ask_id, exc.reply_to)
         if verdict.verdict != "busy":
             await self.store.ack(entry.id)
 
@@ -418,7 +427,7 @@ class Engine:
             return Refusal("unknown", render.render_refusal("ended"))
         if loaded.state == "ended":
             await self.store.audit(ref.tag, ref.ask_id, "refused_ended", by=user.id)
-            return Refusal("ended", render.render_refusal("ended"))
+            return Refusal("ended", render.render_refusal("ended"), loaded if loaded.result else None)
         if not await self.may_answer(loaded.record, user.id):
             METRICS.refusals.labels(kind="not_allowed").inc()
             await self.store.audit(ref.tag, ref.ask_id, "refused_not_allowed", by=user.id)
@@ -433,21 +442,23 @@ class Engine:
         except SlackError as exc:
             log.info("could not tell %s privately: %s", user, exc)
 
-    async def _heal(self, action: BlockAction) -> None:
-        """A click on an ended ask's message: make sure that message shows the end, too."""
-        if action.ref is None or action.channel is None or action.message_ts is None:
-            return
-        loaded = await self.store.load(action.ref.tag, action.ref.ask_id)
-        if loaded is None or loaded.result is None:
-            return
-        stray = PostedMessage(channel=action.channel, ts=action.message_ts)
-        known = {(m.channel, m.ts) for m in loaded.messages}
-        await self.finish_messages(
-            loaded.record,
-            [*loaded.messages, *([stray] if (stray.channel, stray.ts) not in known else [])],
-            loaded.result,
-            loaded.by,
-        )
+    async def _actionable(self, action: BlockAction) -> LoadedAsk | None:
+        """The ask a button belongs to, or None after telling the clicker privately why not.
+
+        A click on an ended ask also heals that message: it may be a stray the bot never recorded
+        (a crash between post and record), or an update that has not landed yet."""
+        loaded = await self._load_for_action(action.ref, action.user)
+        if not isinstance(loaded, Refusal):
+            return loaded
+        await self.tell(action.channel, action.user.id, loaded.text)
+        if loaded.ended is not None and action.channel and action.message_ts:
+            ended = loaded.ended
+            assert ended.result is not None
+            clicked = PostedMessage(channel=action.channel, ts=action.message_ts)
+            known = {(m.channel, m.ts) for m in ended.messages}
+            stray = [clicked] if (clicked.channel, clicked.ts) not in known else []
+            await self.finish_messages(ended.record, [*ended.messages, *stray], ended.result, ended.by)
+        return None
 
     def _acted_on(self, loaded: LoadedAsk, channel: str | None, ts: str | None) -> PostedMessage | None:
         for message in loaded.messages:
@@ -494,11 +505,8 @@ class Engine:
         )
 
     async def on_choose(self, action: BlockAction) -> None:
-        loaded = await self._load_for_action(action.ref, action.user)
-        if isinstance(loaded, Refusal):
-            await self.tell(action.channel, action.user.id, loaded.text)
-            if loaded.kind == "ended":
-                await self._heal(action)
+        loaded = await self._actionable(action)
+        if loaded is None:
             return
         rec = loaded.record
         option = action.option
@@ -519,11 +527,8 @@ class Engine:
             await self.tell(action.channel, action.user.id, refusal.text)
 
     async def on_decline(self, action: BlockAction) -> None:
-        loaded = await self._load_for_action(action.ref, action.user)
-        if isinstance(loaded, Refusal):
-            await self.tell(action.channel, action.user.id, loaded.text)
-            if loaded.kind == "ended":
-                await self._heal(action)
+        loaded = await self._actionable(action)
+        if loaded is None:
             return
         ending = results.ended_without_answer(loaded.record, "cancelled")
         refusal = await self._answer(
@@ -534,13 +539,11 @@ class Engine:
 
     async def on_open(self, action: BlockAction, *, other: bool = False) -> None:
         """Open the full form (or the one-question "Other..." form) in a modal."""
-        loaded = await self._load_for_action(action.ref, action.user)
-        if isinstance(loaded, Refusal):
-            await self.tell(action.channel, action.user.id, loaded.text)
-            if loaded.kind == "ended":
-                await self._heal(action)
+        loaded = await self._actionable(action)
+        if loaded is None:
             return
-        assert action.ref is not None
+        if action.trigger_id is None or action.ref is None:
+            return
         ref = AskRef(tag=action.ref.tag, ask_id=action.ref.ask_id)
         if other:
             meta = FormMeta(ref=ref, channel=action.channel, ts=action.message_ts, question=0)
@@ -548,8 +551,6 @@ class Engine:
         else:
             meta = FormMeta(ref=ref, channel=action.channel, ts=action.message_ts)
             view = render.render_form_modal(loaded.record, meta)
-        if action.trigger_id is None:
-            return
         try:
             await self.slack.open_view(action.trigger_id, view)
         except SlackError as exc:
@@ -616,7 +617,8 @@ class Engine:
         loaded = await self.store.load(ref.tag, ref.ask_id)
         if loaded is None or loaded.state == "ended":
             return
-        if not any(m.channel == channel and (not ts or m.ts == ts) for m in loaded.messages):
+        gone = [m for m in loaded.messages if m.channel == channel and (not ts or m.ts == ts)]
+        if not gone:
             return
         await self.end(
             loaded.record,
@@ -624,7 +626,7 @@ class Engine:
             actor=None,
             event="dismissed",
             detail=detail,
-            messages=[m for m in loaded.messages if not (m.channel == channel and (not ts or m.ts == ts))],
+            messages=[m for m in loaded.messages if m not in gone],  # the gone ones cannot be updated
         )
 
     async def dismiss_channel(self, channel: str, *, detail: str) -> None:
@@ -711,32 +713,20 @@ class Engine:
         async with slots:
             await work
 
-    async def on_due(self, ask_id: str, tag: str, now_ms: int) -> None:
-        """A timer fired: finish an ended ask's messages, time out, escalate or remind."""
-        loaded = await self.store.load(tag, ask_id)
-        if loaded is None:
-            await self.store.unschedule(ask_id, tag)
-            return
-        await self._on_due_loaded(loaded, now_ms)
-
     async def _on_due_loaded(self, loaded: LoadedAsk, now_ms: int) -> None:
+        """A timer fired for an ask that is not timing out: finish an ended ask's messages (finalize
+        removes the timer), wait for intake, escalate or remind."""
         ask_id, tag = loaded.record.ask_id, loaded.record.tag
         rec = loaded.record
         if loaded.state == "ended":
             if not loaded.finalized and loaded.result is not None:
                 await self.finish_messages(rec, loaded.messages, loaded.result, loaded.by)
-                if not loaded.messages:
-                    await self.store.unschedule(ask_id, tag)
             else:
                 await self.store.unschedule(ask_id, tag)
             return
         if loaded.state == "accepted":
             # Still being delivered by intake (or its replica died: reclaim handles that). Look later.
             await self.store.schedule(ask_id, tag, now_ms + 5_000)
-            return
-        if rec.deadline_ms and now_ms >= rec.deadline_ms:
-            METRICS.timeouts.inc()
-            await self.time_out(loaded)
             return
         step, reminders = loaded.step, loaded.reminders
         if step < len(rec.escalate) and now_ms >= rec.created_ms + rec.escalate[step].after_ms:

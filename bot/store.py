@@ -17,11 +17,10 @@ from typing import Any, Literal
 from pydantic import BaseModel
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
-from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError, ResponseError
 
 from bot.errors import StoreError
-from bot.keys import DEAD_MAXLEN, GROUP, AskKeys, Keys, due_member, parse_due_member
+from bot.keys import AUDIT_MAX, DEAD_MAXLEN, GROUP, AskKeys, Keys, due_member, parse_due_member
 from bot.model import AskRecord, AskState, PostedMessage
 from bot.scripts import SCRIPT_NAMES, script_source
 
@@ -142,9 +141,6 @@ class Store:
         self.redis = redis
         self.keys = Keys(prefix)
         self.retention_ms = retention_ms
-        self._scripts: dict[str, AsyncScript] = {
-            name: redis.register_script(script_source(name)) for name in SCRIPT_NAMES
-        }
         self._cluster = isinstance(redis, RedisCluster)
         self._shas = {name: hashlib.sha1(script_source(name).encode()).hexdigest() for name in SCRIPT_NAMES}
 
@@ -194,9 +190,6 @@ class Store:
     async def server_time_ms(self) -> int:
         seconds, micros = await self.redis.time()
         return int(seconds) * 1000 + int(micros) // 1000
-
-    async def ping(self) -> bool:
-        return bool(await self.redis.ping())
 
     async def eviction_policy(self) -> str | None:
         """Redis's ``maxmemory-policy``, or None when the server does not tell (managed Redis)."""
@@ -387,9 +380,9 @@ class Store:
         detail: str = "",
     ) -> str:
         k = self.ask_keys(tag, ask_id)
-        reply = await self._scripts["advance"](
-            keys=[k.ask, k.audit],
-            args=[counter, expected, json.dumps([m.model_dump() for m in messages]), event, actor, detail],
+        payload = json.dumps([m.model_dump() for m in messages])
+        [reply] = await self._run(
+            [self._script("advance", [k.ask, k.audit], [counter, expected, payload, event, actor, detail])]
         )
         return _s(reply[0])
 
@@ -441,23 +434,12 @@ class Store:
             return ResolveVerdict("won", json.loads(reply[1]), msgs)
         return ResolveVerdict(verdict, detail=reply[1] if len(reply) > 1 else "")  # type: ignore[arg-type]
 
-    async def finalize(self, tag: str, ask_id: str, updated: int) -> int:
-        k = self.ask_keys(tag, ask_id)
-        member = due_member(ask_id, tag)
-        # Removed with it: the clean-up timer set by resolve. Should more messages have appeared
-        # meanwhile (done == 0), the timer is still needed and is set again below.
-        done, _ = await self._run(
-            [self._script("finalize", [k.ask], [updated]), lambda pipe: pipe.zrem(self.keys.due, member)]
-        )
-        if int(done) == 0:
-            await self.schedule(ask_id, tag, 0)
-        return int(done)
+    async def finalize(self, tag: str, ask_id: str, updated: int) -> None:
+        """Mark an ended ask's ``updated`` messages as done (see ``finalize_many``)."""
+        await self.finalize_many([(ask_id, tag, updated)])
 
     async def track_channel(self, channel: str, ask_id: str, tag: str) -> None:
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.sadd(self.keys.channel(channel), due_member(ask_id, tag))
-            pipe.pexpire(self.keys.channel(channel), self.retention_ms * 2)
-            await pipe.execute()
+        await self._run(self._track(self.keys.channel(channel), due_member(ask_id, tag)))
 
     async def asks_in_channel(self, channel: str) -> list[tuple[str, str]]:
         members = await self.redis.smembers(self.keys.channel(channel))
@@ -467,18 +449,18 @@ class Store:
         await self.redis.srem(self.keys.channel(channel), due_member(ask_id, tag))
 
     async def repush(self, reply_to: str, result: str) -> None:
-        """Push a stored result once more (an agent re-sent an ended ask to recover it)."""
+        """Push a result outside ``resolve``: a stored one again (an agent re-sent an ended ask to
+        recover it), or the error of an envelope whose ask_id could not be read (nothing to record)."""
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.rpush(reply_to, result)
             pipe.pexpire(reply_to, self.retention_ms)
             await pipe.execute()
 
-    async def push_unrecorded(self, reply_to: str, result: str) -> None:
-        """Push an error result for an envelope whose ask_id could not be read (nothing to record)."""
-        await self.repush(reply_to, result)
-
     async def finalize_many(self, asks: Sequence[tuple[str, str, int]]) -> None:
-        """``finalize`` for many ``(ask_id, tag, updated)`` in one round trip."""
+        """Mark ended asks' messages as updated, for many ``(ask_id, tag, updated)`` in one round trip.
+
+        The clean-up timer set by resolve goes with it; should more messages have appeared meanwhile
+        (the script answers 0), the timer is still needed and is set again."""
         steps: list[_Step] = []
         for ask_id, tag, updated in asks:
             steps.append(self._script("finalize", [self.ask_keys(tag, ask_id).ask], [updated]))
@@ -507,7 +489,7 @@ class Store:
         entry = json.dumps({"at": now, "event": event, "by": by or "", "detail": detail})
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.rpush(k.audit, entry)
-            pipe.ltrim(k.audit, -200, -1)
+            pipe.ltrim(k.audit, -AUDIT_MAX, -1)
             pipe.pexpire(k.audit, self.retention_ms)
             await pipe.execute()
 
@@ -553,13 +535,9 @@ class Store:
 
     async def claim_due(self, *, limit: int, lease_ms: int) -> tuple[int, list[tuple[str, str]]]:
         """Atomically take up to ``limit`` due timers; returns Redis time and (ask_id, tag) pairs."""
-        reply = await self._scripts["claim_due"](keys=[self.keys.due], args=[limit, lease_ms])
+        [reply] = await self._run([self._script("claim_due", [self.keys.due], [limit, lease_ms])])
         now = int(_s(reply[0]))
         return now, [parse_due_member(_s(m)) for m in reply[1:]]
-
-    async def next_due_ms(self) -> int | None:
-        first = await self.redis.zrange(self.keys.due, 0, 0, withscores=True)
-        return int(first[0][1]) if first else None
 
     # -- operators -------------------------------------------------------------------------
 

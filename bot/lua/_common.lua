@@ -29,6 +29,6 @@ end
 -- Append one audit entry; the list is capped and lives as long as the ask.
 local function audit(key, at, event, by, detail, ttl)
   redis.call('RPUSH', key, cjson.encode({at = at, event = event, by = by, detail = detail}))
-  redis.call('LTRIM', key, -200, -1)
+  redis.call('LTRIM', key, -200, -1)  -- bot.keys.AUDIT_MAX
   redis.call('PEXPIRE', key, ttl)
 end
