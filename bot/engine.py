@@ -32,7 +32,8 @@ from bot.interactions import (
 )
 from bot.keys import slot_tag
 from bot.metrics import METRICS
-from bot.model import AskRecord, PostedMessage, Target
+from bot.model import AskRecord, PostedMessage
+from bot.slack import SlackGateway
 from bot.store import AcceptVerdict, Entry, LoadedAsk, Resolution, ResolveVerdict, Store, iso_ms
 from contract import QuestionAnswer
 from contract.envelopes import EnvelopeError, EscalationStep, parse_ask_envelope, parse_cancel_envelope
@@ -76,7 +77,7 @@ def summary_lines(rec: AskRecord, result: dict[str, Any]) -> list[str]:
 
 
 class Engine:
-    def __init__(self, settings: Settings, store: Store, slack: Any, *, consumer: str) -> None:
+    def __init__(self, settings: Settings, store: Store, slack: SlackGateway, *, consumer: str) -> None:
         self.settings = settings
         self.store = store
         self.slack = slack
@@ -269,14 +270,13 @@ class Engine:
         await self.dismiss(ask_id, by=user, detail=f"dismissed by {by}")
         await self.store.ack(entry.id)
 
-    async def _target(self, channel: str | None, user: str | None, thread_ts: str | None = None) -> Target:
-        return await self.slack.target_for(channel=channel, user=user, thread_ts=thread_ts)  # type: ignore[no-any-return]
-
     async def _deliver(self, rec: AskRecord, entry: Entry) -> None:
         assert rec.route is not None
         route = rec.route
         try:
-            target = await self._target(route.channel, route.user, route.thread_ts)
+            target = await self.slack.target_for(
+                channel=route.channel, user=route.user, thread_ts=route.thread_ts
+            )
             # Display only ("due in 5 min"); every decision uses Redis time.
             message = render.render_ask_message(rec, now_ms=int(time.time() * 1000))
             ts = await self.slack.post(target, text=message.text, blocks=message.blocks)
@@ -745,7 +745,7 @@ class Engine:
         rec = loaded.record
         where = _place(how)
         try:
-            target = await self._target(how.channel, how.user)
+            target = await self.slack.target_for(channel=how.channel, user=how.user)
             message = render.render_ask_message(rec, now_ms=now_ms, step=step + 1, mentions=how.mention)
             ts = await self.slack.post(target, text=message.text, blocks=message.blocks)
         except SlackError as exc:

@@ -32,6 +32,7 @@ from bot.config import Settings
 from bot.embedded_redis import EmbeddedRedis, start_embedded_redis
 from bot.playground.fakeslack import FakeSlack
 from bot.playground.page import PlaygroundPage
+from bot.redis_conn import connect
 from bot.runtime import BotRuntime
 
 __all__ = ["DEFAULT_CHANNEL", "DEFAULT_PORT", "Playground", "PortInUseError", "sample_asks"]
@@ -150,7 +151,8 @@ class Playground:
                     if self.embedded.kind != "fakeredis"
                     else "fakeredis (no redis-server installed)"
                 )
-            self._redis = Redis.from_url(self._redis_url)
+            # The same connector as the bot, so redis+cluster:// and redis+sentinel:// work here too.
+            self._redis = connect(self._redis_url)
             await self._start_fake()
             runtime = BotRuntime(self._settings(), intake_block_ms=500)
             self._runtime = runtime
