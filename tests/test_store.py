@@ -259,3 +259,16 @@ def test_scripts_touch_only_declared_keys(name: str) -> None:
 async def test_lua_timestamps_match_python(redis: Redis, ms: int) -> None:
     source = script_source("finalize").split("\n-- FINALIZE")[0] + "\nreturn iso(tonumber(ARGV[1]))"
     assert (await redis.eval(source, 0, ms)).decode() == iso_ms(ms)
+
+
+async def test_reclaim_takes_over_an_idle_entry_and_counts_its_deliveries(store: Store, redis: Redis) -> None:
+    await store.ensure_group()
+    entry_id = (await redis.xadd(store.keys.asks, {"ask": "{}"})).decode()
+    [first] = await store.read("dead-replica", count=10, block_ms=None)
+    assert (first.id, first.deliveries) == (entry_id, 1)
+    assert await store.reclaim("survivor", min_idle_ms=60_000) == []  # not idle long enough yet
+    await asyncio.sleep(0.05)
+    [taken] = await store.reclaim("survivor", min_idle_ms=10)
+    assert (taken.id, taken.deliveries) == (entry_id, 2)
+    [again] = await store.reclaim("third", min_idle_ms=0)
+    assert again.deliveries == 3  # what SLACK_ASK_MAX_DELIVERIES is compared against
