@@ -136,11 +136,17 @@ class Store:
     """Redis access for one deployment (key prefix)."""
 
     def __init__(
-        self, redis: Redis, prefix: str = "slack-ask", *, retention_ms: int = 7 * 86_400_000
+        self,
+        redis: Redis,
+        prefix: str = "slack-ask",
+        *,
+        retention_ms: int = 7 * 86_400_000,
+        finalize_after_ms: int = FINALIZE_AFTER_MS,
     ) -> None:
         self.redis = redis
         self.keys = Keys(prefix)
         self.retention_ms = retention_ms
+        self.finalize_after_ms = finalize_after_ms
         self._cluster = isinstance(redis, RedisCluster)
         self._shas = {name: hashlib.sha1(script_source(name).encode()).hexdigest() for name in SCRIPT_NAMES}
 
@@ -389,7 +395,7 @@ class Store:
     async def resolve(self, resolution: Resolution) -> ResolveVerdict:
         """End the ask if nobody did yet: state, result push and audit in one atomic step.
 
-        A timer ``FINALIZE_AFTER_MS`` ahead is set first so that, should this process die before it
+        A timer ``finalize_after_ms`` ahead is set first so that, should this process die before it
         updated the Slack messages, a sweeper finishes the job (guarantee 3).
         """
         replies = await self._run(self._resolve_steps(resolution))
@@ -408,7 +414,7 @@ class Store:
         k = self.ask_keys(record.tag, record.ask_id)
         member = due_member(record.ask_id, record.tag)
         return [
-            self._script("schedule_in", [self.keys.due], [FINALIZE_AFTER_MS, member, "keep_earlier"]),
+            self._script("schedule_in", [self.keys.due], [self.finalize_after_ms, member, "keep_earlier"]),
             self._script(
                 "resolve",
                 [k.ask, k.audit, record.reply_to],

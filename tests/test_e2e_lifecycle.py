@@ -328,3 +328,30 @@ async def test_every_key_an_ask_leaves_behind_expires(harness: Harness) -> None:
     # The intake stream is drained and the timer index holds nothing for an ended ask.
     assert await harness.redis.xlen(f"{harness.prefix}:asks") == 0
     assert await harness.redis.zcard(f"{harness.prefix}:due") == 0
+
+
+async def test_a_replica_dying_right_after_the_end_leaves_no_live_button(harness: Harness) -> None:
+    from bot import results
+    from bot.store import Resolution, Store, iso_ms
+
+    env = harness.envelope(Q)
+    await harness.send(env)
+    [message] = await harness.posted()
+    loaded = await harness.replicas[0].store.find(env["ask_id"])
+    assert loaded is not None
+    # A replica resolves the ask and dies before it can update the Slack message.
+    dying = Store(harness.redis, harness.prefix, finalize_after_ms=300)
+    ending = results.ended_without_answer(loaded.record, "cancelled")
+    prefix = results.result_prefix(
+        ask_id=env["ask_id"],
+        format="pi-question",
+        ending=ending,
+        responder=None,
+        slack=None,
+        created_at=iso_ms(loaded.record.created_ms),
+    )
+    verdict = await dying.resolve(Resolution(loaded.record, "cancelled", prefix, None, "cancelled"))
+    assert verdict.verdict == "won"
+    assert (await harness.result(env["reply_to"]))["outcome"] == "cancelled"
+    # The running replica's sweeper finds the ended ask with live buttons and ends the message.
+    await harness.ended("C0DEPLOY", message.ts, timeout=5)
