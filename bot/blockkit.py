@@ -22,7 +22,6 @@ __all__ = [
     "MESSAGE_BLOCKS_TEXT_MAX",
     "MESSAGE_MAX_BLOCKS",
     "MESSAGE_TEXT_MAX",
-    "MESSAGE_TEXT_WARN",
     "VIEW_MAX_BLOCKS",
     "VIEW_MAX_BYTES",
     "blocks_text_length",
@@ -37,8 +36,6 @@ __all__ = [
 MESSAGE_MAX_BLOCKS: Final = 50
 VIEW_MAX_BLOCKS: Final = 100
 MESSAGE_TEXT_MAX: Final = 40_000
-MESSAGE_TEXT_WARN: Final = 4_000
-"""Slack advises at most 4000 characters of top-level text (chat.update says so); not an error here."""
 MESSAGE_BLOCKS_TEXT_MAX: Final = 12_000
 """Undocumented cumulative limit on the text in a message's blocks (``msg_blocks_too_long``): Slack staff
 quoted "12,000 text characters" (slackapi/bolt-js#2509, #2867); it applies to every block type."""
@@ -93,6 +90,7 @@ _BLOCKS: Final[dict[Surface, frozenset[str]]] = {
     "modal": frozenset({"section", "header", "context", "actions", "divider", "image", "input", "rich_text"}),
     "home": frozenset({"section", "header", "context", "actions", "divider", "image", "input", "rich_text"}),
 }
+_KNOWN_BLOCKS: Final[frozenset[str]] = frozenset().union(*_BLOCKS.values())
 _TRIGGERS: Final = frozenset({"on_enter_pressed", "on_character_entered"})
 
 
@@ -279,8 +277,12 @@ class _Validator:
             self.add(path, f"{_n(len(blocks), 'block')}, {where} allows at most {max_blocks}")
         for i, block in enumerate(blocks):
             self.block(block, f"{path}[{i}]")
-        if self.markdown_total > 12_000:
-            self.add(path, f"{self.markdown_total} characters in markdown blocks, at most 12000 in all")
+        if self.markdown_total > MESSAGE_BLOCKS_TEXT_MAX:
+            self.add(
+                path,
+                f"{self.markdown_total} characters in markdown blocks, "
+                f"at most {MESSAGE_BLOCKS_TEXT_MAX} in all",
+            )
 
     def block(self, block: Any, path: str) -> None:
         if not isinstance(block, Mapping):
@@ -288,7 +290,7 @@ class _Validator:
             return
         kind = block.get("type")
         allowed = _BLOCKS[self.surface]
-        if not isinstance(kind, str) or kind not in set().union(*_BLOCKS.values()):
+        if not isinstance(kind, str) or kind not in _KNOWN_BLOCKS:
             self.add(
                 f"{path}.type", f"unknown block type {kind!r} (known here: {', '.join(sorted(allowed))})"
             )

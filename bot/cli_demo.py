@@ -60,6 +60,7 @@ def _print(text: str) -> None:
 async def _serve(args: argparse.Namespace) -> int:
     from bot.errors import ConfigError
     from bot.playground.demo import Playground, PortInUseError
+    from bot.redis_conn import redacted
 
     redis_url = os.environ.get("REDIS_URL") or None
     prefix = args.prefix or (
@@ -85,18 +86,21 @@ async def _serve(args: argparse.Namespace) -> int:
         if playground.embedded is not None:
             _print(f"Redis: {playground.redis_kind} on {playground.redis_url} (stopped when the demo stops)")
         else:
-            _print(f"Redis: REDIS_URL ({_redacted(playground.redis_url)}), key prefix {prefix!r}")
+            _print(f"Redis: REDIS_URL ({redacted(playground.redis_url)}), key prefix {prefix!r}")
         if playground.port_note:
             _print(f"Note: {playground.port_note}")
         _print(f"Bot: the real slack-ask bot, at http://127.0.0.1:{playground.runtime.port}/slack/events")
         _print(f"Playground: {playground.url}")
+        channel = playground.default_channel
         if not args.no_sample:
             await playground.send_samples()
-            _print("Posted two sample asks in #deploys; open the page to answer them.")
+            found = playground.fake.state.channels.get(channel)
+            where = f"#{found.name}" if found is not None else channel
+            _print(f"Posted two sample asks in {where}; open the page to answer them.")
         _print(
             "Ask from another shell:\n"
-            f"  REDIS_URL={_redacted(playground.redis_url)} SLACK_ASK_PREFIX={prefix} "
-            'slack-ask ask --channel C0DEPLOY "Ship it?" --option Yes --option No'
+            f"  REDIS_URL={redacted(playground.redis_url)} SLACK_ASK_PREFIX={prefix} "
+            f'slack-ask ask --channel {channel} "Ship it?" --option Yes --option No'
         )
         _print("Press Ctrl-C to stop.")
         await stop.wait()
@@ -107,9 +111,3 @@ async def _serve(args: argparse.Namespace) -> int:
     finally:
         await playground.stop()
     return 0
-
-
-def _redacted(url: str) -> str:
-    from bot.redis_conn import redacted
-
-    return redacted(url)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import time
-import types
 import urllib.parse
 from collections.abc import AsyncIterator
 from typing import Any
@@ -22,7 +20,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.playground import FakeSlack, FakeSlackError
+from bot.playground import FakeSlack, FakeSlackError, webapi
 from tests.fakeslack_helpers import modal, plain, question_blocks, serve_bolt, serve_capture
 
 SECRET = "test-signing-secret"
@@ -148,9 +146,9 @@ class TestMessages:
     async def test_blockkit_problems_come_back_as_invalid_blocks(
         self, monkeypatch: pytest.MonkeyPatch, client: AsyncWebClient
     ) -> None:
-        validator = types.ModuleType("bot.blockkit")
-        validator.validate_message = lambda payload: ["too many buttons [json-pointer:/blocks/1]"]  # type: ignore[attr-defined]
-        monkeypatch.setitem(sys.modules, "bot.blockkit", validator)
+        monkeypatch.setattr(
+            webapi, "validate_message", lambda payload: ["too many buttons [json-pointer:/blocks/1]"]
+        )
 
         caught = await slack_error(
             client.chat_postMessage(channel="C0DEPLOY", text="x", blocks=question_blocks())
@@ -571,7 +569,7 @@ class TestSignedPayloads:
             "is_moved": 0,
             "event_ts": envelope["event"]["event_ts"],
         }
-        assert fake.channels["C0DEPLOY"].is_archived
+        assert fake.state.channels["C0DEPLOY"].is_archived
 
 
 class TestWithBolt:
@@ -769,7 +767,7 @@ class TestWithBolt:
             await fake.wait_for(lambda: seen["not_ignoring"])
 
         assert seen == {"default": [], "not_ignoring": [second]}
-        assert fake.events[-1].envelope["event"]["previous_message"]["user"] == fake.state.bot.user_id
+        assert fake.state.events[-1].envelope["event"]["previous_message"]["user"] == fake.state.bot.user_id
 
 
 class TestState:
@@ -781,7 +779,7 @@ class TestState:
         async with aiohttp.ClientSession() as session, session.get(fake.base_url + "_fake/state") as response:
             served = await response.json()
 
-        assert served == json.loads(json.dumps(fake.snapshot()))
+        assert served == json.loads(json.dumps(fake.state.snapshot()))
         assert served["messages"]["C0DEPLOY"][0]["text"] == "Deploy now?"
         assert {u["id"] for u in served["users"]} >= {"U0ALICE", "U0BOB", "U0CAROL", "U0DAVE"}
 

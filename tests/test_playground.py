@@ -179,7 +179,7 @@ async def test_a_click_on_the_page_answers_a_one_click_ask(page: PageClient, pla
     # The panel reads without taking: the agent still finds its one result on the list.
     raw = await playground.redis.lrange(playground.reply_to, 0, -1)
     assert [json.loads(r)["ask_id"] for r in raw] == [sent["ask_id"]]
-    interaction = playground.fake.interactions[-1]
+    interaction = playground.fake.state.interactions[-1]
     assert interaction.type == "block_actions" and interaction.status == 200
 
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-import bot.render
 from bot.blockkit import VIEW_MAX_BYTES, text_length, validate_message, validate_view, view_size
 from bot.ids import (
     ACTION_CHOOSE,
@@ -23,7 +22,6 @@ from bot.ids import (
 )
 from bot.model import AskRecord
 from bot.render import (
-    ENDED_OUTCOMES,
     WORD_JOINER,
     Message,
     RefusalKind,
@@ -31,12 +29,12 @@ from bot.render import (
     mention_tokens,
     render_ask_message,
     render_ended_message,
-    render_escalation_notice,
     render_form_modal,
     render_other_modal,
     render_refusal,
     render_reminder,
 )
+from bot.render.blocks import ENDED_OUTCOMES
 from contract.envelopes import Requester
 from contract.question import AskRequest, Option, Question
 from contract.rich import NormalizedQuestion, RichForm, RichOption
@@ -171,15 +169,6 @@ def strings(payload: Any) -> Iterator[str]:
     elif isinstance(payload, list):
         for value in payload:
             yield from strings(value)
-
-
-def elements(blocks: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    for block in blocks:
-        yield from block.get("elements", [])
-        if "accessory" in block:
-            yield block["accessory"]
-        if "element" in block:
-            yield block["element"]
 
 
 def buttons(message: Message) -> list[dict[str, Any]]:
@@ -800,11 +789,6 @@ class TestThreadReplies:
         message = render_reminder(pi_ask(deadline_ms=NOW + 60_000), number=1, now_ms=NOW)
         assert "(in about 1 minute)" in mrkdwn_text(message)
 
-    def test_escalation_notice_is_escaped(self) -> None:
-        message = render_escalation_notice(pi_ask(), where="#ops <!channel>")
-        assert "Escalated to #ops &lt;!channel&gt;. Answering here still works." in mrkdwn_text(message)
-        assert validate_message(message.to_payload()) == []
-
     def test_refusals_are_distinct_sentences(self) -> None:
         kinds: tuple[RefusalKind, ...] = ("not_allowed", "ended", "late")
         texts = {render_refusal(kind) for kind in kinds}
@@ -815,13 +799,3 @@ class TestThreadReplies:
 def test_date_token_has_a_utc_fallback() -> None:
     assert date_token(NOW) == "<!date^1700000000^{date_short_pretty} at {time}|2023-11-14 22:13 UTC>"
     assert date_token(-1000) is None
-
-
-def test_public_names_are_exported_sorted() -> None:
-    names = bot.render.__all__
-
-    def kind(name: str) -> tuple[int, str]:
-        return (0 if name.isupper() else 1 if name[0].isupper() else 2, name)
-
-    assert names == sorted(names, key=kind)
-    assert all(hasattr(bot.render, name) for name in names)

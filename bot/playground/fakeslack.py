@@ -51,7 +51,7 @@ from bot.playground.state import (
     Workspace,
     draft_key,
 )
-from bot.playground.webapi import ApiError, WebApi
+from bot.playground.webapi import MAX_VIEW_STACK, ApiError, WebApi
 
 __all__ = ["BotResponse", "FakeSlack", "Fault"]
 
@@ -224,42 +224,7 @@ class FakeSlack:
     def chat_write_public(self, allowed: bool) -> None:
         self.api.chat_write_public = allowed
 
-    # state, for tests
-
-    @property
-    def users(self) -> dict[str, User]:
-        return self.state.users
-
-    @property
-    def channels(self) -> dict[str, Channel]:
-        return self.state.channels
-
-    @property
-    def usergroups(self) -> dict[str, Usergroup]:
-        return self.state.usergroups
-
-    @property
-    def ephemerals(self) -> list[Ephemeral]:
-        return self.state.ephemerals
-
-    @property
-    def views(self) -> dict[str, View]:
-        return self.state.views
-
-    @property
-    def calls(self) -> list[Call]:
-        return self.state.calls
-
-    @property
-    def interactions(self) -> list[Interaction]:
-        return self.state.interactions
-
-    @property
-    def events(self) -> list[SentEvent]:
-        return self.state.events
-
-    def snapshot(self) -> JSON:
-        return self.state.snapshot()
+    # state, for tests (the records themselves are in `self.state`)
 
     def messages(self, channel: str, *, include_deleted: bool = False) -> list[Message]:
         """Messages of a conversation (a user id means the bot's DM with them), thread replies included."""
@@ -541,14 +506,16 @@ class FakeSlack:
         self._check_can_see(user, found_channel)
         message = self.state.find_message(found_channel.id, ts)
         ephemeral = None
-        if message is None or message.deleted:
+        if message is not None and not message.deleted:
+            blocks = message.blocks
+        else:
             message = None
             ephemeral = self.state.find_ephemeral(found_channel.id, ts, user_id)
             if ephemeral is None or ephemeral.deleted:
                 there = [m.ts for m in self.messages(found_channel.id)]
                 msg = f"no message {ts!r} visible to {user_id} in {found_channel.id}; messages there: {there}"
                 raise FakeSlackError(msg)
-        blocks = message.blocks if message is not None else ephemeral.blocks if ephemeral is not None else []
+            blocks = ephemeral.blocks
         where = f"message {found_channel.id}/{ts}"
         found = payloads.find_element(blocks, action_id, block_id=block_id, value=value, where=where)
         if not found.dispatches:
@@ -854,7 +821,7 @@ class FakeSlack:
                 new_view = self.api.view_param({"view": body.get("view")})
                 if action == "update":
                     self.api.replace_view(view, new_view)
-                elif len(stack) >= 3:
+                elif len(stack) >= MAX_VIEW_STACK:
                     raise ApiError("push_limit_reached")
                 else:
                     self.api.open_view(view.user, new_view, push=True)

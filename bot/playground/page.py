@@ -25,7 +25,7 @@ import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypedDict
 
 from aiohttp import web
 
@@ -113,14 +113,17 @@ def prepare_ask(
     return envelope
 
 
-def _string(body: Mapping[str, Any], name: str, *, required: bool = True) -> str | None:
+def _required(body: Mapping[str, Any], name: str) -> str:
     value = body.get(name)
-    if value is None and not required:
-        return None
     if not isinstance(value, str) or not value:
         msg = f"{name} is required"
         raise BadRequest(msg)
     return value
+
+
+def _optional(body: Mapping[str, Any], name: str) -> str | None:
+    """`body[name]` when given (then a non-empty string, as `_required` checks), else None."""
+    return None if body.get(name) is None else _required(body, name)
 
 
 def _strings(body: Mapping[str, Any], name: str) -> list[str] | None:
@@ -131,6 +134,21 @@ def _strings(body: Mapping[str, Any], name: str) -> list[str] | None:
         msg = f"{name} must be a list of strings"
         raise BadRequest(msg)
     return list(value)
+
+
+class _ElementArgs(TypedDict):
+    value: str | None
+    values: list[str] | None
+    block_id: str | None
+
+
+def _element_kwargs(body: Mapping[str, Any]) -> _ElementArgs:
+    """The element-picking arguments of `FakeSlack.click` and `click_in_view`, as the page sent them."""
+    return {
+        "value": _optional(body, "value"),
+        "values": _strings(body, "values"),
+        "block_id": _optional(body, "block_id"),
+    }
 
 
 def _bot_answer(response: BotResponse | None) -> web.Response:
@@ -295,25 +313,21 @@ class PlaygroundPage:
     async def _click(self, request: web.Request) -> web.StreamResponse:
         body = await self._body(request)
         response = await self.fake.click(
-            str(_string(body, "user")),
-            str(_string(body, "channel")),
-            str(_string(body, "ts")),
-            str(_string(body, "action_id")),
-            value=_string(body, "value", required=False),
-            values=_strings(body, "values"),
-            block_id=_string(body, "block_id", required=False),
+            _required(body, "user"),
+            _required(body, "channel"),
+            _required(body, "ts"),
+            _required(body, "action_id"),
+            **_element_kwargs(body),
         )
         return _bot_answer(response)
 
     async def _view_action(self, request: web.Request) -> web.StreamResponse:
         body = await self._body(request)
         response = await self.fake.click_in_view(
-            str(_string(body, "user")),
-            str(_string(body, "view_id")),
-            str(_string(body, "action_id")),
-            value=_string(body, "value", required=False),
-            values=_strings(body, "values"),
-            block_id=_string(body, "block_id", required=False),
+            _required(body, "user"),
+            _required(body, "view_id"),
+            _required(body, "action_id"),
+            **_element_kwargs(body),
         )
         return _bot_answer(response)
 
@@ -324,8 +338,8 @@ class PlaygroundPage:
         or [] for nothing chosen. They become Slack's `state.values` entries here.
         """
         body = await self._body(request)
-        user = str(_string(body, "user"))
-        view_id = str(_string(body, "view_id"))
+        user = _required(body, "user")
+        view_id = _required(body, "view_id")
         given = body.get("values") or {}
         if not isinstance(given, dict):
             msg = "values must be an object {block_id: {action_id: answer}}"
@@ -344,12 +358,12 @@ class PlaygroundPage:
 
     async def _close(self, request: web.Request) -> web.StreamResponse:
         body = await self._body(request)
-        response = await self.fake.close_view(str(_string(body, "user")), str(_string(body, "view_id")))
+        response = await self.fake.close_view(_required(body, "user"), _required(body, "view_id"))
         return _bot_answer(response)
 
     async def _delete(self, request: web.Request) -> web.StreamResponse:
         body = await self._body(request)
-        response = await self.fake.delete_message(str(_string(body, "channel")), str(_string(body, "ts")))
+        response = await self.fake.delete_message(_required(body, "channel"), _required(body, "ts"))
         return _bot_answer(response)
 
     async def _ask(self, request: web.Request) -> web.StreamResponse:
@@ -362,8 +376,8 @@ class PlaygroundPage:
         envelope = prepare_ask(
             text,
             host=self.host,
-            fmt=_string(body, "format", required=False),
-            channel=_string(body, "channel", required=False),
+            fmt=_optional(body, "format"),
+            channel=_optional(body, "channel"),
             responders=_strings(body, "responders"),
             timeout_ms=timeout if isinstance(timeout, int) and not isinstance(timeout, bool) else None,
         )

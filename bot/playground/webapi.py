@@ -14,21 +14,26 @@ user is `user_disabled`; a used trigger is `exchanged_trigger_id`.
 from __future__ import annotations
 
 import copy
-import importlib
 import json
 import secrets
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Literal
 
+from bot.blockkit import (
+    MESSAGE_MAX_BLOCKS,
+    MESSAGE_TEXT_MAX,
+    VIEW_MAX_BLOCKS,
+    VIEW_MAX_BYTES,
+    validate_message,
+    validate_view,
+)
 from bot.playground import payloads
 from bot.playground.state import JSON, Channel, Ephemeral, Message, Trigger, User, View, Workspace
 
-__all__ = ["MAX_TEXT_CHARS", "MAX_VIEW_BYTES", "ApiError", "WebApi", "block_problems"]
+__all__ = ["MAX_VIEW_STACK", "ApiError", "WebApi", "block_problems"]
 
-MAX_TEXT_CHARS = 40_000  # Slack truncates past this; the fake refuses with msg_too_long so tests notice
-MAX_MESSAGE_BLOCKS = 50
-MAX_VIEW_BLOCKS = 100
-MAX_VIEW_BYTES = 250_000  # views.* `view_too_large`
+# Slack's limits are bot.blockkit's: past MESSAGE_TEXT_MAX Slack truncates and the fake refuses with
+# msg_too_long so tests notice; past VIEW_MAX_BYTES views.* answer `view_too_large`.
 MAX_VIEW_STACK = 3  # views.push `push_limit_reached`
 
 Emit = Callable[[JSON, Channel], None]
@@ -46,21 +51,10 @@ class ApiError(Exception):
         return {"ok": False, "error": self.error, **self.extra}
 
 
-def block_problems(kind: str, payload: JSON) -> list[str]:
-    """Problems `bot.blockkit.validate_<kind>` finds in `payload`; none when that module does not exist yet.
-
-    Imported lazily: `bot.blockkit` is written alongside this fake and the fake must work without it.
-    """
-    try:
-        module = importlib.import_module("bot.blockkit")
-    except ModuleNotFoundError as exc:
-        if exc.name == "bot.blockkit":
-            return []
-        raise
-    validate = getattr(module, f"validate_{kind}", None)
-    if not callable(validate):
-        return []
-    return list(cast(Callable[[JSON], list[str]], validate)(payload))
+def block_problems(kind: Literal["message", "view"], payload: JSON) -> list[str]:
+    """Problems `bot.blockkit.validate_<kind>` finds in `payload`."""
+    validate = validate_message if kind == "message" else validate_view
+    return list(validate(payload))
 
 
 def _invalid(error: str, problems: list[str]) -> ApiError:
@@ -191,7 +185,7 @@ class WebApi:
             raise _invalid("invalid_blocks_format", ["blocks must be a JSON array of objects"])
         if not text and not blocks and not params.get("attachments"):
             raise ApiError("no_text")
-        if len(text) > MAX_TEXT_CHARS:
+        if len(text) > MESSAGE_TEXT_MAX:
             raise ApiError("msg_too_long")
         if blocks:
             problems = [
@@ -199,8 +193,8 @@ class WebApi:
                 for i, b in enumerate(blocks)
                 if not b.get("type")
             ]
-            if len(blocks) > MAX_MESSAGE_BLOCKS:
-                problems.append(f"no more than {MAX_MESSAGE_BLOCKS} items allowed [json-pointer:/blocks]")
+            if len(blocks) > MESSAGE_MAX_BLOCKS:
+                problems.append(f"no more than {MESSAGE_MAX_BLOCKS} items allowed [json-pointer:/blocks]")
             problems += block_problems("message", {"text": text, "blocks": blocks})
             if problems:
                 raise _invalid("invalid_blocks", problems)
@@ -393,7 +387,7 @@ class WebApi:
         view = _json_field(params, "view", "invalid_arguments")
         if not isinstance(view, dict):
             raise _invalid("invalid_arguments", ["missing required field: view"])
-        if len(json.dumps(view)) > MAX_VIEW_BYTES:
+        if len(json.dumps(view)) > VIEW_MAX_BYTES:
             raise ApiError("view_too_large")
         problems: list[str] = []
         if view.get("type") != "modal":
@@ -403,8 +397,8 @@ class WebApi:
         blocks = view.get("blocks")
         if not isinstance(blocks, list):
             problems.append("missing required field: blocks [json-pointer:/view]")
-        elif len(blocks) > MAX_VIEW_BLOCKS:
-            problems.append(f"no more than {MAX_VIEW_BLOCKS} items allowed [json-pointer:/view/blocks]")
+        elif len(blocks) > VIEW_MAX_BLOCKS:
+            problems.append(f"no more than {VIEW_MAX_BLOCKS} items allowed [json-pointer:/view/blocks]")
         problems += block_problems("view", view)
         if problems:
             raise ApiError(

@@ -1,15 +1,12 @@
 """Pure rendering: asks and outcomes to Block Kit, and untrusted text to safe Slack text."""
 
 from bot.render.blocks import (
-    ENDED_OUTCOMES,
-    SEE_FORM,
     Message,
     RefusalKind,
     date_token,
     mention_tokens,
     render_ask_message,
     render_ended_message,
-    render_escalation_notice,
     render_form_modal,
     render_other_modal,
     render_refusal,
@@ -29,8 +26,6 @@ from bot.render.mrkdwn import (
 
 __all__ = [
     "CUT_MARK",
-    "ENDED_OUTCOMES",
-    "SEE_FORM",
     "WORD_JOINER",
     "Message",
     "RefusalKind",
@@ -43,7 +38,6 @@ __all__ = [
     "one_line",
     "render_ask_message",
     "render_ended_message",
-    "render_escalation_notice",
     "render_form_modal",
     "render_other_modal",
     "render_refusal",

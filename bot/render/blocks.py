@@ -77,7 +77,6 @@ from bot.render.mrkdwn import (
     CUT_MARK,
     cut,
     escape_mrkdwn,
-    escape_plain,
     one_line,
     split_for_sections,
     to_mrkdwn,
@@ -93,7 +92,6 @@ __all__ = [
     "mention_tokens",
     "render_ask_message",
     "render_ended_message",
-    "render_escalation_notice",
     "render_form_modal",
     "render_other_modal",
     "render_refusal",
@@ -132,6 +130,12 @@ _KIND_WORDS: Final = {
     "single": "Choose one",
     "multi": "Choose one or more",
     "text": "Answer in your own words",
+}
+_Element = Callable[..., InputInteractiveElement]
+# A choice question's answer element: (up to _RADIO_MAX options, more options).
+_CHOICE_ELEMENTS: Final[dict[str, tuple[_Element, _Element]]] = {
+    "single": (RadioButtonsElement, StaticSelectElement),
+    "multi": (CheckboxesElement, StaticMultiSelectElement),
 }
 _CATEGORY_WORDS: Final = {
     "implementation": "Implementation",
@@ -199,6 +203,10 @@ def _context(*texts: str) -> Block:
     return ContextBlock(elements=[_md(t) for t in texts if t.strip()][:10])
 
 
+def _header(title: str) -> Block:
+    return HeaderBlock(text=_plain(_plain_line(title, 150, "A question for you")))
+
+
 # Cached: the renderer tries several detail levels, each escaping the same (possibly huge) labels again.
 @lru_cache(maxsize=1024)
 def _line(text: str) -> str:
@@ -206,9 +214,8 @@ def _line(text: str) -> str:
     return escape_mrkdwn(one_line(text))
 
 
-@lru_cache(maxsize=1024)
-def _plain_one(text: str) -> str:
-    return escape_plain(one_line(text))
+# escape_plain is escape_mrkdwn, so plain_text fields share _line's cache.
+_plain_one: Final = _line
 
 
 def _window(size: int) -> int:
@@ -508,7 +515,7 @@ def _ask_blocks(
     elsewhere: Sequence[str],
 ) -> list[dict[str, Any]]:
     cutter = _Cutter(split=level.split)
-    blocks: list[Block] = [HeaderBlock(text=_plain(_plain_line(_title(ask), 150, "A question for you")))]
+    blocks: list[Block] = [_header(_title(ask))]
     if tokens:
         blocks.append(_section(" ".join(tokens) + " your answer is requested here."))
     blocks.append(_context(*_about(ask, now_ms=now_ms, step=step, elsewhere=elsewhere)))
@@ -684,7 +691,7 @@ def _view(callback_id: str, title: str, meta: FormMeta, blocks: list[Block]) -> 
 
 def _form_blocks(ask: AskRecord, questions: list[_Q], level: _Level) -> list[Block]:
     cutter = _Cutter(split=level.split)
-    blocks: list[Block] = [HeaderBlock(text=_plain(_plain_line(_title(ask), 150, "A question for you")))]
+    blocks: list[Block] = [_header(_title(ask))]
     if ask.form is not None and ask.form.description:
         blocks += cutter.markdown(ask.form.description, max(level.extras, 200))
     many = len(questions) > 1
@@ -757,24 +764,14 @@ def _answer_input(q: _Q, index: int, *, many: bool) -> Block:
         label = "Your answer"
     elif not q.options:
         raise ValueError(f"question {index} is a choice with no options")
-    elif q.kind == "single":
-        options = _choice_options(q)
-        if len(options) <= _RADIO_MAX:
-            element = RadioButtonsElement(action_id=FIELD_ANSWER, options=options)
-        else:
-            element = StaticSelectElement(
-                action_id=FIELD_ANSWER, options=options, placeholder=_plain("Choose one")
-            )
-        label = "Choose one"
     else:
         options = _choice_options(q)
+        label = _KIND_WORDS[q.kind]
+        listed, select = _CHOICE_ELEMENTS[q.kind]
         if len(options) <= _RADIO_MAX:
-            element = CheckboxesElement(action_id=FIELD_ANSWER, options=options)
+            element = listed(action_id=FIELD_ANSWER, options=options)
         else:
-            element = StaticMultiSelectElement(
-                action_id=FIELD_ANSWER, options=options, placeholder=_plain("Choose one or more")
-            )
-        label = "Choose one or more"
+            element = select(action_id=FIELD_ANSWER, options=options, placeholder=_plain(label))
     if many:
         label = f"{_plain_line(q.label, 40, f'Q{index + 1}')} · {label}"
     # Slack cannot say "a choice or custom text": with custom text allowed the choice is optional and the
@@ -790,15 +787,12 @@ def _answer_input(q: _Q, index: int, *, many: bool) -> Block:
     )
 
 
-def _text_input(
-    field_name: str, index: int | None, label: str, *, optional: bool, hint: str | None = None
-) -> Block:
+def _text_input(field_name: str, index: int | None, label: str, *, optional: bool) -> Block:
     return InputBlock(
         block_id=field_block_id(field_name, index),
         label=_plain(label),
         element=PlainTextInputElement(action_id=field_name, multiline=True, max_length=_INPUT_MAX),
         optional=optional,
-        hint=_plain(hint) if hint else None,
     )
 
 
@@ -813,12 +807,7 @@ def render_other_modal(ask: AskRecord, question_index: int, meta: FormMeta) -> d
     q = questions[question_index]
     blocks: list[Block] = [
         _section(cut(to_mrkdwn(q.text), 2900) or "(no question text)"),
-        InputBlock(
-            block_id=field_block_id(FIELD_CUSTOM, question_index),
-            label=_plain(OTHER_OPTION),
-            element=PlainTextInputElement(action_id=FIELD_CUSTOM, multiline=True, max_length=_INPUT_MAX),
-            optional=False,
-        ),
+        _text_input(FIELD_CUSTOM, question_index, OTHER_OPTION, optional=False),
         _text_input(FIELD_NOTE, question_index, "Note", optional=True),
     ]
     view = _view(VIEW_OTHER, "Your own answer", meta, blocks)
@@ -882,7 +871,7 @@ def render_ended_message(
     who = _responder(responder_id)
     words = _outcome_words(outcome, who, reason)
     title = _title(ask)
-    blocks: list[Block] = [HeaderBlock(text=_plain(_plain_line(title, 150, "A question for you")))]
+    blocks: list[Block] = [_header(title)]
     many = len(questions) > 1
     per_question = 1200 if len(questions) <= 2 else 300
     for q in questions:
@@ -932,15 +921,6 @@ def render_reminder(ask: AskRecord, *, number: int, now_ms: int, mentions: Seque
         text=f"{lead}Still waiting for an answer: {title}",
         blocks=_dicts([_section(text), _context(f"Use the buttons on the message above to answer: {title}")]),
     )
-    check_message(message.to_payload())
-    return message
-
-
-def render_escalation_notice(ask: AskRecord, *, where: str) -> Message:
-    """A note on an earlier message (thread reply or context) that the ask was also posted ``where``."""
-    place = _inline(where, 300) or "another place"
-    text = f":arrow_heading_up: Escalated to {place}. Answering here still works."
-    message = Message(text=f"Escalated to {place}", blocks=_dicts([_context(text)]))
     check_message(message.to_payload())
     return message
 

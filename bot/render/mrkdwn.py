@@ -97,7 +97,7 @@ def escape_plain(text: str) -> str:
     Escaped like mrkdwn: whether Slack ever parses ``<!here>`` in plain_text is unverified
     (slack-facts.md section 4), and Slack decodes the three entities for display either way.
     """
-    return _escape(_defang(clean(text)))
+    return escape_mrkdwn(text)
 
 
 def one_line(text: str) -> str:
