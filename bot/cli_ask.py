@@ -10,17 +10,16 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import sys
 from typing import Any, TextIO
 
 from bot.client import (
-    DEFAULT_PREFIX,
-    DEFAULT_REDIS_URL,
     AskClient,
     AskClientError,
     AskRequestError,
     RedisUnavailableError,
+    add_connection_args,
+    resolve_connection,
 )
 from bot.durations import format_duration, parse_duration
 from contract.envelopes import ResultEnvelope
@@ -125,8 +124,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--wait", type=_duration, metavar="DURATION", help="wait at most this long (default: deadline + 2m)"
     )
     wait.add_argument("--no-wait", action="store_true", help="print the ask_id and exit without waiting")
-    o.add_argument("--redis", metavar="URL", help=f"Redis URL (env REDIS_URL, default {DEFAULT_REDIS_URL})")
-    o.add_argument("--prefix", help=f"key prefix (env SLACK_ASK_PREFIX, default {DEFAULT_PREFIX})")
+    add_connection_args(o)
     p.set_defaults(func=run)
 
 
@@ -294,8 +292,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _ask(args: argparse.Namespace, request: Any, route: dict[str, str] | None) -> int:
-    url = args.redis or os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
-    prefix = args.prefix or os.environ.get("SLACK_ASK_PREFIX") or DEFAULT_PREFIX
+    url, prefix = resolve_connection(args.redis, args.prefix)
     try:
         client = AskClient(url, prefix=prefix)
     except ValueError as exc:
@@ -321,17 +318,19 @@ async def _ask(args: argparse.Namespace, request: Any, route: dict[str, str] | N
             return _fail(EXIT_USAGE, exc.message)
         except RedisUnavailableError as exc:
             return _fail(EXIT_REDIS, str(exc))
-        reply_to = args.reply_to or client.reply_key(ask_id)
+        reply_to = client.reply_list(ask_id)
         if args.no_wait:
-            _print_pending(args, ask_id, reply_to, "pending")
+            _print_pending(args, ask_id, reply_to)
             return EXIT_ANSWERED
         bound = _wait_bound(args)
         loop = asyncio.get_running_loop()
-        ask_deadline = None if not args.timeout else loop.time() + args.timeout / 1000
-        shown_deadline = ask_deadline if args.wait is None else loop.time() + args.wait / 1000
+        if args.wait is not None:
+            shown_deadline: float | None = loop.time() + args.wait / 1000
+        else:
+            shown_deadline = loop.time() + args.timeout / 1000 if args.timeout else None
         try:
             async with _StatusLine(ask_id, shown_deadline):
-                result = await client.wait(ask_id, bound, reply_to=reply_to)
+                result = await client.wait(ask_id, bound)
         except RedisUnavailableError as exc:
             return _fail(EXIT_REDIS, f"{exc}; the ask {ask_id} may still be answered")
         except AskClientError as exc:
@@ -344,7 +343,7 @@ async def _ask(args: argparse.Namespace, request: Any, route: dict[str, str] | N
             )
             raise
     if result is None:
-        _print_pending(args, ask_id, reply_to, "pending")
+        _print_pending(args, ask_id, reply_to)
         _write(
             sys.stderr,
             f"{_PROG}: no result within {format_duration(int((bound or 0) * 1000))}; the ask {ask_id} is "
@@ -355,9 +354,9 @@ async def _ask(args: argparse.Namespace, request: Any, route: dict[str, str] | N
     return OUTCOME_EXIT.get(result.outcome, EXIT_ERROR)
 
 
-def _print_pending(args: argparse.Namespace, ask_id: str, reply_to: str, status: str) -> None:
+def _print_pending(args: argparse.Namespace, ask_id: str, reply_to: str) -> None:
     if args.json:
-        doc = {"ask_id": ask_id, "reply_to": reply_to, "status": status}
+        doc = {"ask_id": ask_id, "reply_to": reply_to, "status": "pending"}
         _write(sys.stdout, json.dumps(doc, ensure_ascii=False) + "\n")
     else:
         _write(sys.stdout, ask_id + "\n")

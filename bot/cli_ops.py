@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from bot.cli_ask import EXIT_REDIS
 from bot.durations import format_duration
 from bot.redis_conn import connect, redacted
 from bot.store import AskStatus, Store
@@ -25,7 +26,6 @@ from bot.store import AskStatus, Store
 __all__ = ["add_parser"]
 
 EXIT_NOT_FOUND = 1
-EXIT_REDIS = 8
 
 
 def _common(parser: argparse.ArgumentParser) -> None:

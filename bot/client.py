@@ -16,6 +16,7 @@ Exceptions::
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -24,14 +25,14 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal, Self, TypeAlias, cast
+from typing import Any, Literal, Self, TypeAlias, TypedDict, Unpack, cast
 
 import redis.asyncio as aioredis
 import redis.exceptions as redis_errors
 from pydantic import BaseModel, ValidationError
 
 from bot.redis_conn import connect, redacted
-from contract import ContractError, normalize_ask_request, normalize_rich_form
+from contract import ContractError, normalize_ask_request, normalize_rich_form, to_json
 from contract.envelopes import (
     AskEnvelope,
     EnvelopeError,
@@ -49,15 +50,18 @@ __all__ = [
     "DEFAULT_REDIS_URL",
     "AskClient",
     "AskClientError",
+    "AskOptions",
     "AskRequestError",
     "Format",
     "MalformedResultError",
     "OnTimeout",
     "RedisUnavailableError",
     "SyncAskClient",
+    "add_connection_args",
     "ask_sync",
     "decode_result",
     "new_ask_id",
+    "resolve_connection",
 ]
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
@@ -76,6 +80,38 @@ _BLOCK_SLICE_S = 5.0
 _BACKOFF_FIRST_S = 0.1
 _BACKOFF_MAX_S = 2.0
 _RESULT_FIELDS = frozenset(ResultEnvelope.model_fields)
+
+
+class AskOptions(TypedDict, total=False):
+    """The keyword options of an ask (protocol section 2); unset ones are left out of the envelope."""
+
+    format: Format
+    route: RouteLike | None
+    timeout_ms: int | None
+    on_timeout: OnTimeout | None
+    responders: RespondersLike | None
+    escalate: Sequence[EscalationLike] | None
+    requester: RequesterLike | None
+    remind_every_ms: int | None
+    ask_id: str | None
+    reply_to: str | None
+
+
+def resolve_connection(redis: str | None, prefix: str | None) -> tuple[str, str]:
+    """The Redis URL and key prefix to use: the given ones, else ``REDIS_URL`` and ``SLACK_ASK_PREFIX``
+    from the environment, else the defaults."""
+    return (
+        redis or os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL,
+        prefix or os.environ.get("SLACK_ASK_PREFIX") or DEFAULT_PREFIX,
+    )
+
+
+def add_connection_args(parser: argparse._ActionsContainer) -> None:
+    """The ``--redis`` and ``--prefix`` options (read back with :func:`resolve_connection`)."""
+    parser.add_argument(
+        "--redis", metavar="URL", help=f"Redis URL (env REDIS_URL, default {DEFAULT_REDIS_URL})"
+    )
+    parser.add_argument("--prefix", help=f"key prefix (env SLACK_ASK_PREFIX, default {DEFAULT_PREFIX})")
 
 
 class AskClientError(Exception):
@@ -134,22 +170,26 @@ def new_ask_id() -> str:
     return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
 
 
-def _plain(value: BaseModel | Mapping[str, Any]) -> Any:
+def _plain(value: Any) -> Any:
+    """A model or mapping as a JSON-ready dict; any other value unchanged."""
     if isinstance(value, BaseModel):
         to_wire = getattr(value, "to_wire", None)
         if callable(to_wire):
             return to_wire()
         return value.model_dump(mode="json", exclude_none=True)
-    return dict(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value
 
 
 def _dumps(data: Any) -> str:
+    """Compact JSON, as ``bot.results`` writes it: the C encoder in the common case, the contract's
+    JavaScript-exact writer when a text carries half a surrogate pair, which UTF-8 cannot hold."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        # A lone surrogate (the contract keeps half pairs) cannot travel as UTF-8: escape it instead.
-        text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
+        return to_json(data)
     return text
 
 
@@ -162,20 +202,43 @@ def _normalize_request(fmt: str, request: object) -> None:
         raise AskRequestError(str(exc), code="invalid_request") from None
 
 
-def decode_result(raw: bytes | str) -> ResultEnvelope:
-    """Parse one reply-list element. Unknown fields (a newer bot) are ignored."""
+def _result_json(raw: bytes | str) -> dict[str, Any]:
+    """The JSON object of one reply-list element."""
     try:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise MalformedResultError(f"the reply list held text that is not JSON ({exc})", raw=raw) from None
     if not isinstance(data, dict):
         raise MalformedResultError("the reply list held JSON that is not an object", raw=raw)
+    return data
+
+
+def _result_from_dict(data: Mapping[str, Any], *, raw: bytes | str | None = None) -> ResultEnvelope:
+    """A parsed result object as a :class:`ResultEnvelope`. Unknown fields (a newer bot) are ignored."""
     try:
         return ResultEnvelope.model_validate({k: v for k, v in data.items() if k in _RESULT_FIELDS})
     except ValidationError as exc:
         raise MalformedResultError(
-            f"the reply list held an invalid result envelope: {exc}", raw=raw
+            f"the reply list held an invalid result envelope: {exc}",
+            raw=_dumps(data) if raw is None else raw,
         ) from None
+
+
+def decode_result(raw: bytes | str) -> ResultEnvelope:
+    """Parse one reply-list element. Unknown fields (a newer bot) are ignored."""
+    return _result_from_dict(_result_json(raw), raw=raw)
+
+
+def _checked_ask(envelope: Mapping[str, Any]) -> tuple[str, AskEnvelope]:
+    """An ask envelope's JSON text and parsed form, checked as the bot checks it (envelope, then
+    request: protocol section 2 order); raises :class:`AskRequestError` on the first failure."""
+    text = _dumps(envelope)
+    try:
+        parsed = parse_ask_envelope(text)
+    except EnvelopeError as exc:
+        raise AskRequestError(exc.message, code=exc.code) from None
+    _normalize_request(parsed.format, envelope["request"])
+    return text, parsed
 
 
 def _redis_down(exc: BaseException, where: str) -> RedisUnavailableError:
@@ -248,7 +311,12 @@ class AskClient:
 
     # ------------------------------------------------------------ building
 
-    def build_envelope(
+    def reply_list(self, ask_id: str) -> str:
+        """The list an ask's result arrives on: the ``reply_to`` it was submitted with through this
+        client, else the default."""
+        return self._reply_to.get(ask_id) or self.reply_key(ask_id)
+
+    def _envelope(
         self,
         request: RequestLike,
         *,
@@ -262,19 +330,15 @@ class AskClient:
         remind_every_ms: int | None = None,
         ask_id: str | None = None,
         reply_to: str | None = None,
-    ) -> dict[str, Any]:
-        """The ask envelope as JSON-ready dict, validated exactly as the bot will validate it.
-
-        Raises :class:`AskRequestError` with the bot's message: envelope checks first, then the
-        request normalizer (protocol section 2 order).
-        """
+    ) -> tuple[dict[str, Any], str]:
+        """The checked ask envelope (see :meth:`build_envelope`) and its JSON text."""
         ask_id = new_ask_id() if ask_id is None else ask_id
         envelope: dict[str, Any] = {
             "v": 1,
             "ask_id": ask_id,
             "reply_to": self.reply_key(ask_id) if reply_to is None else reply_to,
             "format": format,
-            "request": _plain(request) if isinstance(request, BaseModel | Mapping) else request,
+            "request": _plain(request),
         }
         optional: dict[str, Any] = {
             "route": route,
@@ -286,56 +350,31 @@ class AskClient:
         }
         for name, value in optional.items():
             if value is not None:
-                envelope[name] = _plain(value) if isinstance(value, BaseModel | Mapping) else value
+                envelope[name] = _plain(value)
         if escalate is not None:
-            envelope["escalate"] = [
-                _plain(step) if isinstance(step, BaseModel | Mapping) else step for step in escalate
-            ]
-        self.validate_envelope(envelope)
-        return envelope
+            envelope["escalate"] = [_plain(step) for step in escalate]
+        text, _ = _checked_ask(envelope)
+        return envelope, text
+
+    def build_envelope(self, request: RequestLike, **options: Unpack[AskOptions]) -> dict[str, Any]:
+        """The ask envelope as JSON-ready dict, validated exactly as the bot will validate it.
+
+        Raises :class:`AskRequestError` with the bot's message: envelope checks first, then the
+        request normalizer (protocol section 2 order).
+        """
+        return self._envelope(request, **options)[0]
 
     @staticmethod
     def validate_envelope(envelope: Mapping[str, Any]) -> AskEnvelope:
         """Check an ask envelope as the bot does; raise :class:`AskRequestError` on the first failure."""
-        try:
-            parsed = parse_ask_envelope(_dumps(envelope))
-        except EnvelopeError as exc:
-            raise AskRequestError(exc.message, code=exc.code) from None
-        _normalize_request(parsed.format, envelope["request"])
-        return parsed
+        return _checked_ask(envelope)[1]
 
     # ------------------------------------------------------------ protocol
 
-    async def submit(
-        self,
-        request: RequestLike,
-        *,
-        format: Format = "pi-question",
-        route: RouteLike | None = None,
-        timeout_ms: int | None = None,
-        on_timeout: OnTimeout | None = None,
-        responders: RespondersLike | None = None,
-        escalate: Sequence[EscalationLike] | None = None,
-        requester: RequesterLike | None = None,
-        remind_every_ms: int | None = None,
-        ask_id: str | None = None,
-        reply_to: str | None = None,
-    ) -> str:
+    async def submit(self, request: RequestLike, **options: Unpack[AskOptions]) -> str:
         """Validate and send an ask; return its ``ask_id``. Nothing is sent when validation fails."""
-        envelope = self.build_envelope(
-            request,
-            format=format,
-            route=route,
-            timeout_ms=timeout_ms,
-            on_timeout=on_timeout,
-            responders=responders,
-            escalate=escalate,
-            requester=requester,
-            remind_every_ms=remind_every_ms,
-            ask_id=ask_id,
-            reply_to=reply_to,
-        )
-        await self._xadd("ask", envelope)
+        envelope, text = self._envelope(request, **options)
+        await self._xadd("ask", text)
         self._reply_to[envelope["ask_id"]] = envelope["reply_to"]
         return str(envelope["ask_id"])
 
@@ -355,7 +394,7 @@ class AskClient:
         """
         if ask_id in self._stash:
             return self._stash.pop(ask_id)
-        key = reply_to or self._reply_to.get(ask_id) or self.reply_key(ask_id)
+        key = reply_to or self.reply_list(ask_id)
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + max(0.0, timeout)
         backoff = _BACKOFF_FIRST_S
@@ -392,38 +431,13 @@ class AskClient:
                 return None
 
     async def ask(
-        self,
-        request: RequestLike,
-        *,
-        format: Format = "pi-question",
-        route: RouteLike | None = None,
-        timeout_ms: int | None = None,
-        on_timeout: OnTimeout | None = None,
-        responders: RespondersLike | None = None,
-        escalate: Sequence[EscalationLike] | None = None,
-        requester: RequesterLike | None = None,
-        remind_every_ms: int | None = None,
-        ask_id: str | None = None,
-        reply_to: str | None = None,
-        wait: bool | float = True,
+        self, request: RequestLike, *, wait: bool | float = True, **options: Unpack[AskOptions]
     ) -> ResultEnvelope | str:
         """Submit, then wait. Returns the result, or the ``ask_id`` when not waiting or no result came.
 
         ``wait=True`` waits for ever; a number waits at most that many seconds; ``False`` only submits.
         """
-        ask_id = await self.submit(
-            request,
-            format=format,
-            route=route,
-            timeout_ms=timeout_ms,
-            on_timeout=on_timeout,
-            responders=responders,
-            escalate=escalate,
-            requester=requester,
-            remind_every_ms=remind_every_ms,
-            ask_id=ask_id,
-            reply_to=reply_to,
-        )
+        ask_id = await self.submit(request, **options)
         if wait is False:
             return ask_id
         result = await self.wait(ask_id, None if wait is True else float(wait))
@@ -434,15 +448,16 @@ class AskClient:
         envelope: dict[str, Any] = {
             "v": 1,
             "ask_id": ask_id,
-            "reply_to": reply_to or self._reply_to.get(ask_id) or self.reply_key(ask_id),
+            "reply_to": reply_to or self.reply_list(ask_id),
         }
         if reason is not None:
             envelope["reason"] = reason
+        text = _dumps(envelope)
         try:
-            parse_cancel_envelope(_dumps(envelope))
+            parse_cancel_envelope(text)
         except EnvelopeError as exc:
             raise AskRequestError(exc.message, code=exc.code) from None
-        await self._xadd("cancel", envelope)
+        await self._xadd("cancel", text)
 
     async def result(self, ask_id: str) -> ResultEnvelope | None:
         """The stored result of an ended ask (kept for the retention period); None if pending or unknown.
@@ -453,34 +468,30 @@ class AskClient:
         from bot.store import Store
 
         try:
-            status = await Store(self._redis, prefix=self.prefix).get_status(ask_id)
+            loaded = await Store(self._redis, prefix=self.prefix).find(ask_id)
         except _TRANSIENT as exc:
             raise _redis_down(exc, self._where) from exc
-        if status is None or status.result is None:
+        if loaded is None or loaded.result is None:
             return None
-        return decode_result(_dumps(status.result))
+        return _result_from_dict(loaded.result)
 
     async def recover(self, ask_id: str, envelope: AskEnvelope | Mapping[str, Any]) -> None:
         """Re-send an ask's original envelope: if the ask ended, the bot pushes its stored result again
         onto the ``reply_to`` it was first sent with (protocol section 10, point 1); if it is pending,
         the duplicate is ignored. Wait for the result with :meth:`wait` as usual.
         """
-        data = (
-            envelope.model_dump(mode="json", exclude_none=True)
-            if isinstance(envelope, BaseModel)
-            else dict(envelope)
-        )
+        data: dict[str, Any] = _plain(envelope)
         if data.get("ask_id") != ask_id:
             raise AskRequestError(
                 f"the envelope is for ask_id {data.get('ask_id')!r}, not {ask_id!r}", code="invalid_envelope"
             )
-        self.validate_envelope(data)
-        await self._xadd("ask", data)
+        text, _ = _checked_ask(data)
+        await self._xadd("ask", text)
         self._reply_to[ask_id] = str(data["reply_to"])
 
-    async def _xadd(self, field: str, envelope: Mapping[str, Any]) -> None:
+    async def _xadd(self, field: str, text: str) -> None:
         try:
-            await self._redis.xadd(self.asks_key, {field: _dumps(envelope)})
+            await self._redis.xadd(self.asks_key, {field: text})
         except _TRANSIENT as exc:
             raise _redis_down(exc, self._where) from exc
 
@@ -516,16 +527,18 @@ class SyncAskClient:
     def client(self) -> AskClient:
         return self._client
 
-    def submit(self, request: RequestLike, **kwargs: Any) -> str:
-        return self._runner.run(self._client.submit(request, **kwargs))
+    def submit(self, request: RequestLike, **options: Unpack[AskOptions]) -> str:
+        return self._runner.run(self._client.submit(request, **options))
 
     def wait(
         self, ask_id: str, timeout: float | None = None, *, reply_to: str | None = None
     ) -> ResultEnvelope | None:
         return self._runner.run(self._client.wait(ask_id, timeout, reply_to=reply_to))
 
-    def ask(self, request: RequestLike, **kwargs: Any) -> ResultEnvelope | str:
-        return self._runner.run(self._client.ask(request, **kwargs))
+    def ask(
+        self, request: RequestLike, *, wait: bool | float = True, **options: Unpack[AskOptions]
+    ) -> ResultEnvelope | str:
+        return self._runner.run(self._client.ask(request, wait=wait, **options))
 
     def cancel(self, ask_id: str, reason: str | None = None, reply_to: str | None = None) -> None:
         self._runner.run(self._client.cancel(ask_id, reason, reply_to))
@@ -542,12 +555,13 @@ def ask_sync(
     *,
     redis: str | None = None,
     prefix: str | None = None,
-    **kwargs: Any,
+    wait: bool | float = True,
+    **options: Unpack[AskOptions],
 ) -> ResultEnvelope | str:
     """One ask from a script: submit, wait (``wait=`` as in :meth:`AskClient.ask`), close.
 
     ``redis`` and ``prefix`` default to ``REDIS_URL`` and ``SLACK_ASK_PREFIX`` from the environment.
     """
-    url = redis or os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
-    with SyncAskClient(url, prefix=prefix or os.environ.get("SLACK_ASK_PREFIX") or DEFAULT_PREFIX) as client:
-        return client.ask(request, **kwargs)
+    url, prefix = resolve_connection(redis, prefix)
+    with SyncAskClient(url, prefix=prefix) as client:
+        return client.ask(request, wait=wait, **options)

@@ -25,12 +25,12 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from bot.client import (
-    DEFAULT_PREFIX,
-    DEFAULT_REDIS_URL,
     AskClient,
     AskClientError,
     AskRequestError,
     RedisUnavailableError,
+    add_connection_args,
+    resolve_connection,
 )
 from contract.envelopes import ASK_ID_PATTERN, ResultEnvelope
 
@@ -186,7 +186,7 @@ def build_server(client: AskClient, *, default_wait_s: float = DEFAULT_WAIT_S) -
         return _answered(result, handle)
 
     def bound(wait_s: float | None) -> float:
-        return min(_MAX_WAIT_S, default_wait_s if wait_s is None else max(0.0, wait_s))
+        return min(_MAX_WAIT_S, default_wait_s if wait_s is None else wait_s)
 
     async def await_result(handle: str, wait_s: float, *, stored: bool) -> CallToolResult:
         try:
@@ -287,27 +287,34 @@ def build_server(client: AskClient, *, default_wait_s: float = DEFAULT_WAIT_S) -
     return server
 
 
-async def serve(redis_url: str, prefix: str, *, default_wait_s: float) -> None:
-    """Serve MCP on stdin/stdout until the client closes them."""
-    async with AskClient(redis_url, prefix=prefix) as client:
+async def _serve_client(client: AskClient, *, default_wait_s: float) -> None:
+    async with client:
         await build_server(client, default_wait_s=default_wait_s).run_stdio_async()
 
 
-def _run(args: argparse.Namespace) -> int:
-    url = args.redis or os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
-    prefix = args.prefix or os.environ.get("SLACK_ASK_PREFIX") or DEFAULT_PREFIX
-    wait_s = args.wait_s if args.wait_s is not None else _default_wait_s()
+async def serve(redis_url: str, prefix: str, *, default_wait_s: float) -> None:
+    """Serve MCP on stdin/stdout until the client closes them."""
+    await _serve_client(AskClient(redis_url, prefix=prefix), default_wait_s=default_wait_s)
+
+
+async def _serve_args(url: str, prefix: str, *, default_wait_s: float) -> int:
     try:
-        asyncio.run(serve(url, prefix, default_wait_s=wait_s))
+        client = AskClient(url, prefix=prefix)
     except ValueError as exc:  # a malformed Redis URL
         print(f"slack-ask mcp: error: --redis: {exc}", file=sys.stderr)
         return 2
+    await _serve_client(client, default_wait_s=default_wait_s)
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    url, prefix = resolve_connection(args.redis, args.prefix)
+    wait_s = args.wait_s if args.wait_s is not None else _default_wait_s()
+    return asyncio.run(_serve_args(url, prefix, default_wait_s=wait_s))
+
+
 def _configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--redis", metavar="URL", help=f"Redis URL (env REDIS_URL, default {DEFAULT_REDIS_URL})")
-    p.add_argument("--prefix", help=f"key prefix (env SLACK_ASK_PREFIX, default {DEFAULT_PREFIX})")
+    add_connection_args(p)
     p.add_argument(
         "--wait-s",
         type=float,

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+import redis as syncredis
 from redis.asyncio import Redis
 
 from bot.embedded_redis import EmbeddedRedis, redis_answers, start_embedded_redis
@@ -70,6 +71,23 @@ async def redis(redis_url: str, prefix: str) -> AsyncIterator[Redis]:
     finally:
         await _delete_prefixed(client, prefix)
         await client.aclose()
+
+
+def _delete_prefixed_sync(client: syncredis.Redis, prefix: str) -> None:
+    keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+    for start in range(0, len(keys), 500):
+        client.delete(*keys[start : start + 500])
+
+
+@pytest.fixture
+def sync_redis(redis_url: str, prefix: str) -> Iterator[syncredis.Redis]:
+    """A synchronous client; every key under this test's prefix is deleted afterwards."""
+    client = syncredis.Redis.from_url(redis_url)
+    try:
+        yield client
+    finally:
+        _delete_prefixed_sync(client, prefix)
+        client.close()
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -22,82 +22,18 @@ from bot.client import (
     ask_sync,
     new_ask_id,
 )
-from contract import ContractError, build_details, narrate, normalize_ask_request, normalize_rich_form
+from bot.keys import slot_tag
+from bot.model import AskRecord
+from bot.store import Resolution, Store
+from contract import ContractError, normalize_ask_request, normalize_rich_form
 from contract.envelopes import ASK_ID_PATTERN, ResultEnvelope, parse_ask_envelope, parse_cancel_envelope
+from tests.fakebot import FakeBot, make_result
 
 DEPLOY = {"questions": [{"question": "Deploy to production?", "options": ["Yes", "No"], "recommended": 0}]}
 
 
-# ---------------------------------------------------------------- the bot side
-
-
-def make_result(envelope: dict[str, Any], outcome: str = "answered", **extra: Any) -> dict[str, Any]:
-    """A result envelope as the bot would push it (pi-question format, first option on answered)."""
-    questions = normalize_ask_request(envelope["request"]).questions
-    status = {"answered": "answered", "error": "cancelled"}.get(outcome, outcome)
-    answers = [
-        {"id": q.id, "status": status, "selected": [0] if status == "answered" else []} for q in questions
-    ]
-    surface = "none" if outcome == "unavailable" else "host"
-    delivery = {"surface": surface, "degraded": False}
-    error = None
-    if outcome == "error":
-        error = {"code": "timeout_error", "message": "the question timed out and no default is allowed."}
-    elif outcome == "unavailable":
-        error = {
-            "code": "channel_not_found",
-            "message": "Slack answered channel_not_found when posting to C0",
-        }
-    result: dict[str, Any] = {
-        "v": 1,
-        "ask_id": envelope["ask_id"],
-        "format": "pi-question",
-        "outcome": outcome,
-        "answers": answers,
-        "text": f"Error: {error['message']}"
-        if outcome == "error" and error
-        else narrate(questions, answers, delivery),
-        "details": {} if outcome == "error" else build_details(questions, answers, delivery),
-        "delivery": delivery,
-        "responder": {"id": "U0HUMAN", "name": "Ada"} if outcome == "answered" else None,
-        "slack": None,
-        "error": error,
-        "created_at": "2026-01-01T00:00:00.000Z",
-        "resolved_at": "2026-01-01T00:00:01.000Z",
-    }
-    result.update(extra)
-    return result
-
-
-class FakeBot:
-    """Plays the bot's part of the protocol: reads ``P:asks`` with XREAD, pushes results with RPUSH."""
-
-    def __init__(self, redis: aioredis.Redis, prefix: str) -> None:
-        self.redis = redis
-        self.stream = f"{prefix}:asks"
-        self.last_id = "0"
-
-    async def next_entry(self, timeout_s: float = 5.0) -> tuple[str, dict[str, Any]]:
-        """The next stream entry as (field, envelope): field is ``ask`` or ``cancel``."""
-        reply = await self.redis.xread({self.stream: self.last_id}, count=1, block=int(timeout_s * 1000))
-        assert reply, f"nothing arrived on {self.stream} within {timeout_s}s"
-        entry_id, fields = reply[0][1][0]
-        self.last_id = entry_id.decode()
-        ((field, value),) = fields.items()
-        return field.decode(), json.loads(value)
-
-    async def push(self, reply_to: str, result: dict[str, Any] | str) -> None:
-        await self.redis.rpush(reply_to, result if isinstance(result, str) else json.dumps(result))
-
-    async def answer_next(self, outcome: str = "answered") -> dict[str, Any]:
-        field, envelope = await self.next_entry()
-        assert field == "ask"
-        result = make_result(envelope, outcome)
-        await self.push(envelope["reply_to"], result)
-        return result
-
-
-# ``redis_url``, ``prefix`` (unique per test) and ``redis`` (deletes the prefix's keys) come from conftest.
+# ``redis_url``, ``prefix`` (unique per test), ``redis`` (deletes the prefix's keys) and ``sync_redis``
+# come from conftest.
 
 
 @pytest.fixture
@@ -179,7 +115,8 @@ async def test_bad_request_fails_in_the_caller_with_the_contract_message_and_sen
         normalize_ask_request(bad)
     with pytest.raises(AskRequestError) as caught:
         await client.submit(bad)
-    assert str(caught.value) == caught.value.message == str(expected.value)
+    assert str(caught.value) == str(expected.value)
+    assert caught.value.message == str(expected.value)
     assert caught.value.code == "invalid_request"
     assert await redis.exists(f"{prefix}:asks") == 0
 
@@ -401,24 +338,39 @@ async def test_result_of_an_unknown_ask_is_none(client: AskClient) -> None:
     assert await client.result("never-sent") is None
 
 
-async def test_result_reads_the_stored_result_through_the_store(
-    client: AskClient, monkeypatch: pytest.MonkeyPatch
+async def test_result_reads_the_stored_result_of_an_ended_ask_through_the_store(
+    client: AskClient, redis: aioredis.Redis, prefix: str
 ) -> None:
-    import bot.store
+    store = Store(redis, prefix)
+    ask_id = new_ask_id()
+    reply_to = client.reply_key(ask_id)
+    record = AskRecord(
+        ask_id=ask_id,
+        tag=slot_tag(reply_to),
+        reply_to=reply_to,
+        request=normalize_ask_request(DEPLOY),
+        created_ms=await store.server_time_ms(),
+    )
+    assert await store.claim_index(ask_id, record.tag, 120_000) == record.tag  # as the bot's intake does
+    accepted = await store.accept(
+        record, consumer="c1", lease_ms=30_000, pending_ttl_ms=120_000, entry_id="1-0", schedule_at_ms=None
+    )
+    assert accepted.verdict == "post"
+    assert await client.result(ask_id) is None  # pending: no result yet
 
-    stored = make_result({"ask_id": "a1", "request": DEPLOY})
+    stored = make_result({"ask_id": ask_id, "request": DEPLOY})
+    del stored["resolved_at"]  # the resolve script appends Redis time
+    result_prefix = json.dumps(stored)[:-1] + ',"resolved_at":'
+    verdict = await store.resolve(Resolution(record, "answered", result_prefix, "U0HUMAN", "answered"))
+    assert verdict.verdict == "won"
+    assert verdict.result is not None
 
-    class Status:
-        result = stored
-
-    async def get_status(self: object, ask_id: str) -> Status | None:
-        return Status() if ask_id == "a1" else None
-
-    monkeypatch.setattr(bot.store.Store, "get_status", get_status)
-    result = await client.result("a1")
+    result = await client.result(ask_id)
     assert result is not None
-    assert result.to_wire() == stored
-    assert await client.result("a2") is None
+    assert result.to_wire() == verdict.result == {**stored, "resolved_at": verdict.result["resolved_at"]}
+    assert result.text == "User answers:\nq1: Yes"
+    assert await redis.llen(reply_to) == 1  # read from the store: the reply list is left as it was
+    assert await client.result(new_ask_id()) is None
 
 
 # ---------------------------------------------------------------- connections
@@ -441,16 +393,6 @@ async def test_a_callers_redis_stays_open_after_the_client_closes(redis_url: str
 
 
 # ---------------------------------------------------------------- the synchronous wrapper
-
-
-@pytest.fixture
-def sync_redis(redis_url: str, prefix: str) -> Iterator[syncredis.Redis]:
-    r = syncredis.Redis.from_url(redis_url)
-    yield r
-    keys = list(r.scan_iter(match=f"{prefix}:*", count=1000))
-    if keys:
-        r.delete(*keys)
-    r.close()
 
 
 def _answer_sync(r: syncredis.Redis, prefix: str, outcome: str = "answered") -> dict[str, Any]:

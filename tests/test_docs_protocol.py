@@ -13,12 +13,10 @@ import re
 import shlex
 import shutil
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 import redis as syncredis
 
 from contract import build_details, narrate, normalize_ask_request, normalize_rich_form
@@ -106,16 +104,6 @@ def expected_result_text(envelope: dict[str, Any], result: dict[str, Any]) -> No
         assert [a["id"] for a in result["answers"]] == [q.id for q in questions]
         assert result["text"] == narrate(questions, result["answers"], result["delivery"])
         assert result["details"] == build_details(questions, result["answers"], result["delivery"])
-
-
-@pytest.fixture
-def sync_redis(redis_url: str, prefix: str) -> Iterator[syncredis.Redis]:
-    r = syncredis.Redis.from_url(redis_url)
-    yield r
-    keys = list(r.scan_iter(match=f"{prefix}:*", count=1000))
-    if keys:
-        r.delete(*keys)
-    r.close()
 
 
 def test_the_page_has_submit_wait_and_cancel_examples() -> None:

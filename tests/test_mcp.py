@@ -16,57 +16,11 @@ import redis.asyncio as aioredis
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent
 
-from contract import build_details, narrate, normalize_ask_request
+from tests.fakebot import FakeBot
 
 ROOT = Path(__file__).resolve().parents[1]
 SLACK_ASK = ROOT / ".venv" / "bin" / "slack-ask"
 QUESTIONS = [{"question": "Deploy to production?", "options": ["Yes", "No"], "recommended": 0}]
-
-
-def make_result(envelope: dict[str, Any], outcome: str = "answered") -> dict[str, Any]:
-    """The result the bot would push (pi-question; the first option when answered)."""
-    questions = normalize_ask_request(envelope["request"]).questions
-    answers = [
-        {"id": q.id, "status": outcome, "selected": [0] if outcome == "answered" else []} for q in questions
-    ]
-    delivery = {"surface": "host", "degraded": False}
-    return {
-        "v": 1,
-        "ask_id": envelope["ask_id"],
-        "format": "pi-question",
-        "outcome": outcome,
-        "answers": answers,
-        "text": narrate(questions, answers, delivery),
-        "details": build_details(questions, answers, delivery),
-        "delivery": delivery,
-        "responder": {"id": "U0HUMAN", "name": "Ada"},
-        "slack": {"channel": "C0123", "ts": "1700000000.000100", "permalink": None},
-        "error": None,
-        "created_at": "2026-01-01T00:00:00.000Z",
-        "resolved_at": "2026-01-01T00:00:01.000Z",
-    }
-
-
-class FakeBot:
-    """Plays the bot: reads ``P:asks`` with XREAD and pushes results with RPUSH."""
-
-    def __init__(self, redis: aioredis.Redis, prefix: str) -> None:
-        self.redis = redis
-        self.stream = f"{prefix}:asks"
-        self.last_id = "0"
-
-    async def next_ask(self, timeout_s: float = 10.0) -> dict[str, Any]:
-        reply = await self.redis.xread({self.stream: self.last_id}, count=1, block=int(timeout_s * 1000))
-        assert reply, "no ask arrived"
-        entry_id, fields = reply[0][1][0]
-        self.last_id = entry_id.decode()
-        envelope: dict[str, Any] = json.loads(fields[b"ask"])
-        return envelope
-
-    async def answer(self, envelope: dict[str, Any], outcome: str = "answered") -> dict[str, Any]:
-        result = make_result(envelope, outcome)
-        await self.redis.rpush(envelope["reply_to"], json.dumps(result))
-        return result
 
 
 # ``redis_url``, ``prefix`` (unique per test) and ``redis`` (deletes the prefix's keys) come from conftest.
@@ -119,19 +73,17 @@ async def test_ask_returns_a_handle_then_get_answer_returns_the_narration(
             {"questions": QUESTIONS, "route": {"channel": "C0123"}, "timeout_ms": 600000, "wait_s": 0.2},
         )
         assert not first.is_error
-        handle = first.structured_content["handle"] if first.structured_content else None
-        assert first.structured_content == {"handle": handle, "status": "pending"}
-        assert text_of(first) == pending_text(str(handle))
-
         envelope = await bot.next_ask()
-        assert envelope["ask_id"] == handle
+        handle = envelope["ask_id"]
+        assert first.structured_content == {"handle": handle, "status": "pending"}
+        assert text_of(first) == pending_text(handle)
         assert envelope["request"] == {"questions": QUESTIONS}
         assert envelope["route"] == {"channel": "C0123"}
         assert envelope["timeout_ms"] == 600000
 
         still = await s.call_tool("get_answer", {"handle": handle, "wait_s": 0})
         assert still.structured_content == {"handle": handle, "status": "pending"}
-        assert text_of(still) == pending_text(str(handle))
+        assert text_of(still) == pending_text(handle)
 
         pushed = await bot.answer(envelope)
         answer = await s.call_tool("get_answer", {"handle": handle, "wait_s": 5})
