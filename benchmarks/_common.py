@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from redis.asyncio.connection import Connection
 
-from bot.embedded_redis import EmbeddedRedis, redis_answers, start_embedded_redis
+from bot.storage.embedded import EmbeddedRedis, redis_answers, start_embedded_redis
 
 
 class CountingConnection(Connection):

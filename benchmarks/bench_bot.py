@@ -71,10 +71,10 @@ def _bot_process(pipe: Pipe, api_url: str, token: str, redis_url: str, prefix: s
     async def run() -> None:
         from bot.config import Settings
         from bot.engine import Engine
-        from bot.redis_conn import connect
         from bot.runtime import BotRuntime
-        from bot.slack import SlackGateway
-        from bot.store import Store
+        from bot.slack.gateway import SlackGateway
+        from bot.storage.connection import connect
+        from bot.storage.store import Store
 
         if os.environ.get("BENCH_TRACE"):
             for cls, names in (

@@ -21,12 +21,12 @@ from redis.asyncio import Redis
 
 from benchmarks._common import CountingConnection, pct
 from bot.config import Settings
-from bot.embedded_redis import start_embedded_redis
 from bot.engine import Engine
-from bot.keys import slot_tag
 from bot.model import AskRecord, Target
-from bot.redis_conn import connect
-from bot.store import Store
+from bot.storage.connection import connect
+from bot.storage.embedded import start_embedded_redis
+from bot.storage.keys import slot_tag
+from bot.storage.store import Store
 from bot.sweeper import Sweeper
 from contract import normalize_ask_request
 

@@ -24,7 +24,7 @@ from bot.ids import (
     VIEW_OTHER,
     AskRef,
 )
-from bot.interactions import parse_block_action, parse_view_submission
+from bot.slack.interactions import parse_block_action, parse_view_submission
 
 __all__ = ["build_app", "find_ask_ref"]
 

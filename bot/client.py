@@ -31,7 +31,7 @@ import redis.asyncio as aioredis
 import redis.exceptions as redis_errors
 from pydantic import BaseModel, ValidationError
 
-from bot.redis_conn import connect, redacted
+from bot.storage.connection import connect, redacted
 from contract import ContractError, normalize_ask_request, normalize_rich_form, to_json
 from contract.envelopes import (
     AskEnvelope,
@@ -465,7 +465,7 @@ class AskClient:
         Reads the bot's store without consuming anything from the reply list.
         """
         # Lazy: the store is the bot's module; agents that never call this do not load it.
-        from bot.store import Store
+        from bot.storage.store import Store
 
         try:
             loaded = await Store(self._redis, prefix=self.prefix).find(ask_id)

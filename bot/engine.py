@@ -1,8 +1,8 @@
 """The I/O shell around the pure parts: intake, endings, human actions and timers.
 
-Every state change goes through :class:`bot.store.Store` (atomic Lua); every Slack call goes
+Every state change goes through :class:`bot.storage.store.Store` (atomic Lua); every Slack call goes
 through :class:`bot.slack.SlackGateway`; what to draw comes from :mod:`bot.render`; what a payload
-means comes from :mod:`bot.interactions`; how an ask ends comes from :mod:`bot.results`.
+means comes from :mod:`bot.slack.interactions`; how an ask ends comes from :mod:`bot.results`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,10 @@ from bot.asks import Rejection, build_record
 from bot.config import Settings
 from bot.errors import SlackError, SlackPermanentError
 from bot.ids import AskRef, FormMeta
-from bot.interactions import (
+from bot.metrics import METRICS
+from bot.model import AskRecord, PostedMessage
+from bot.slack.gateway import SlackGateway
+from bot.slack.interactions import (
     BlockAction,
     FormAnswers,
     FormErrors,
@@ -30,11 +33,8 @@ from bot.interactions import (
     read_form,
     read_other_text,
 )
-from bot.keys import slot_tag
-from bot.metrics import METRICS
-from bot.model import AskRecord, PostedMessage
-from bot.slack import SlackGateway
-from bot.store import AcceptVerdict, Entry, LoadedAsk, Resolution, ResolveVerdict, Store, iso_ms
+from bot.storage.keys import slot_tag
+from bot.storage.store import AcceptVerdict, Entry, LoadedAsk, Resolution, ResolveVerdict, Store, iso_ms
 from contract import QuestionAnswer
 from contract.envelopes import EnvelopeError, EscalationStep, parse_ask_envelope, parse_cancel_envelope
 

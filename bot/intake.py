@@ -11,7 +11,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bot.engine import Engine
-from bot.store import Entry, Store
+from bot.storage.store import Entry, Store
 
 __all__ = ["Intake"]
 

@@ -24,9 +24,9 @@ from bot.engine import Engine
 from bot.errors import ConfigError
 from bot.intake import Intake
 from bot.metrics import METRICS
-from bot.redis_conn import connect
-from bot.slack import SlackGateway, make_client
-from bot.store import Store
+from bot.slack.gateway import SlackGateway, make_client
+from bot.storage.connection import connect
+from bot.storage.store import Store
 from bot.sweeper import Sweeper
 
 __all__ = ["BotRuntime", "default_consumer_name"]

@@ -15,7 +15,7 @@ import random
 from redis.exceptions import RedisError
 
 from bot.engine import Engine
-from bot.store import Store
+from bot.storage.store import Store
 
 __all__ = ["Sweeper"]
 

@@ -17,7 +17,7 @@ import pytest
 import redis as syncredis
 from redis.asyncio import Redis
 
-from bot.embedded_redis import EmbeddedRedis, redis_answers, start_embedded_redis
+from bot.storage.embedded import EmbeddedRedis, redis_answers, start_embedded_redis
 
 _EMBEDDED: EmbeddedRedis | None = None
 

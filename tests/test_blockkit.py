@@ -1,4 +1,4 @@
-"""bot.blockkit: every Slack limit, each with a just-valid and a just-invalid payload."""
+"""bot.slack.blockkit: every Slack limit, each with a just-valid and a just-invalid payload."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from bot.blockkit import (
+from bot.slack.blockkit import (
     VIEW_MAX_BYTES,
     blocks_text_length,
     check_message,

@@ -22,9 +22,9 @@ from bot.client import (
     ask_sync,
     new_ask_id,
 )
-from bot.keys import slot_tag
 from bot.model import AskRecord
-from bot.store import Resolution, Store
+from bot.storage.keys import slot_tag
+from bot.storage.store import Resolution, Store
 from contract import ContractError, normalize_ask_request, normalize_rich_form
 from contract.envelopes import ASK_ID_PATTERN, ResultEnvelope, parse_ask_envelope, parse_cancel_envelope
 from tests.fakebot import FakeBot, make_result

@@ -15,7 +15,7 @@ import pytest
 import redis
 from redis.asyncio import Redis
 
-from bot.embedded_redis import free_port, redis_answers
+from bot.storage.embedded import free_port, redis_answers
 from tests.harness import Harness
 
 

@@ -332,7 +332,7 @@ async def test_every_key_an_ask_leaves_behind_expires(harness: Harness) -> None:
 
 async def test_a_replica_dying_right_after_the_end_leaves_no_live_button(harness: Harness) -> None:
     from bot import results
-    from bot.store import Resolution, Store, iso_ms
+    from bot.storage.store import Resolution, Store, iso_ms
 
     env = harness.envelope(Q)
     await harness.send(env)

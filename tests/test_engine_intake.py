@@ -9,10 +9,10 @@ import pytest
 from redis.asyncio import Redis
 
 from bot.config import Settings
-from bot.embedded_redis import start_embedded_redis
 from bot.engine import Engine
 from bot.runtime import BotRuntime
-from bot.store import Entry, Store
+from bot.storage.embedded import start_embedded_redis
+from bot.storage.store import Entry, Store
 
 
 class NoSlack:

@@ -20,10 +20,10 @@ import aiohttp
 import pytest
 from redis.asyncio import Redis
 
-from bot.embedded_redis import free_port
 from bot.playground import demo
 from bot.playground.demo import Playground, PortInUseError
 from bot.playground.page import STATIC_DIR
+from bot.storage.embedded import free_port
 
 _T = TypeVar("_T")
 

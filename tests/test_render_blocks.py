@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from bot.blockkit import VIEW_MAX_BYTES, text_length, validate_message, validate_view, view_size
 from bot.ids import (
     ACTION_CHOOSE,
     ACTION_DECLINE,
@@ -35,6 +34,7 @@ from bot.render import (
     render_reminder,
 )
 from bot.render.blocks import ENDED_OUTCOMES
+from bot.slack.blockkit import VIEW_MAX_BYTES, text_length, validate_message, validate_view, view_size
 from contract.envelopes import Requester
 from contract.question import AskRequest, Option, Question
 from contract.rich import NormalizedQuestion, RichForm, RichOption

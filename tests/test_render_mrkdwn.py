@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.blockkit import text_length
 from bot.render.mrkdwn import (
     WORD_JOINER,
     clean,
@@ -19,6 +18,7 @@ from bot.render.mrkdwn import (
     split_for_sections,
     to_mrkdwn,
 )
+from bot.slack.blockkit import text_length
 
 WJ = WORD_JOINER
 

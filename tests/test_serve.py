@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 from redis.asyncio import Redis
 
-from bot.embedded_redis import free_port
+from bot.storage.embedded import free_port
 from tests.harness import SIGNING_SECRET, button_values
 
 

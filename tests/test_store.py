@@ -11,10 +11,10 @@ import pytest
 from redis.asyncio import Redis
 from redis.crc import key_slot
 
-from bot.keys import Keys, slot_tag
 from bot.model import AskRecord, PostedMessage
-from bot.scripts import SCRIPT_NAMES, script_source
-from bot.store import Resolution, Store, iso_ms
+from bot.storage.keys import Keys, slot_tag
+from bot.storage.scripts import SCRIPT_NAMES, script_source
+from bot.storage.store import Resolution, Store, iso_ms
 from contract import normalize_ask_request
 
 
@@ -239,13 +239,13 @@ async def test_every_key_of_an_ask_shares_the_slot_of_its_reply_to(prefix: str) 
 @pytest.mark.parametrize("name", SCRIPT_NAMES)
 def test_scripts_touch_only_declared_keys(name: str) -> None:
     # Every key argument of redis.call must be KEYS[n]: no key names built inside Lua (Cluster-safe).
-    source = resources.files("bot").joinpath("lua", f"{name}.lua").read_text()
+    source = resources.files("bot.storage").joinpath("lua", f"{name}.lua").read_text()
     keyless = {"TIME"}
     for command, first in re.findall(r"redis\.call\('([A-Z]+)'(?:,\s*([^,)]+))?", source):
         if command in keyless:
             continue
         assert first.strip().startswith("KEYS["), f"{name}.lua: {command} on {first!r}"
-    common = resources.files("bot").joinpath("lua", "_common.lua").read_text()
+    common = resources.files("bot.storage").joinpath("lua", "_common.lua").read_text()
     assert re.findall(r"redis\.call\('(RPUSH|LTRIM|PEXPIRE)', (\w+)", common) == [
         ("RPUSH", "key"),
         ("LTRIM", "key"),

@@ -29,11 +29,11 @@ from typing import Any, Final
 from redis.asyncio import Redis
 
 from bot.config import Settings
-from bot.embedded_redis import EmbeddedRedis, start_embedded_redis
 from bot.playground.fakeslack import FakeSlack
 from bot.playground.page import PlaygroundPage
-from bot.redis_conn import connect
 from bot.runtime import BotRuntime
+from bot.storage.connection import connect
+from bot.storage.embedded import EmbeddedRedis, start_embedded_redis
 
 __all__ = ["DEFAULT_CHANNEL", "DEFAULT_PORT", "Playground", "PortInUseError", "sample_asks"]
 

@@ -13,7 +13,12 @@ signed interaction payloads and events Slack would (`click`, `fill_and_submit`, 
     await fake.stop()
 
 Routes: `/api/<method>` (Web API), `/response/<token>` (response_url), `GET /_fake/state` (the whole state
-as JSON, for the playground page). Add more routes to `fake.app` before `start()`.
+as JSON, for the playground page), `GET /_fake/socket` (the Socket Mode WebSocket that
+`apps.connections.open` hands out: it says hello and keeps the connection open; events still go to
+`events_url` over HTTP). Add more routes to `fake.app` before `start()`.
+
+Tokens: `bot_token` for the Web API, whose answers carry the granted `scopes` in an `x-oauth-scopes`
+header as Slack's do; `app_token` (app-level) for `apps.connections.open` only.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from bot.playground.state import (
     draft_key,
 )
 from bot.playground.webapi import MAX_VIEW_STACK, ApiError, WebApi
+from bot.slack.scopes import BOT_SCOPES
 
 __all__ = ["BotResponse", "FakeSlack", "Fault"]
 
@@ -105,6 +111,8 @@ class FakeSlack:
         *,
         signing_secret: str,
         bot_token: str = "xoxb-fake-token",
+        app_token: str = "xapp-fake-app-token",
+        scopes: Iterable[str] = BOT_SCOPES,
         events_url: str | None = None,
         team_id: str = "T0FAKE",
         team_domain: str = "fake-workspace",
@@ -112,6 +120,10 @@ class FakeSlack:
     ) -> None:
         self.signing_secret = signing_secret
         self.bot_token = bot_token
+        self.app_token = app_token
+        self.scopes = list(scopes)  # what the bot token was granted (the x-oauth-scopes header)
+        self.socket_connections = 0  # Socket Mode WebSockets opened so far
+        self._sockets: set[web.WebSocketResponse] = set()
         self.events_url = events_url  # the bot's POST /slack/events; may be set once the bot listens
         self.latency = 0.0  # seconds added to every Web API and response_url request
         self.ack_timeout = 3.0  # how long the fake waits for the bot's HTTP answer (Slack: 3 s)
@@ -131,6 +143,7 @@ class FakeSlack:
                 web.route("*", "/api/{method}", self._handle_api),
                 web.post("/response/{token}", self._handle_response_url),
                 web.get("/_fake/state", self._handle_state),
+                web.get("/_fake/socket", self._handle_socket),
             ]
         )
 
@@ -157,6 +170,8 @@ class FakeSlack:
         """Stop serving; events still in flight to the bot are cancelled."""
         for task in list(self._deliveries):
             task.cancel()
+        for socket in list(self._sockets):
+            await socket.close()
         if self._deliveries:
             await asyncio.gather(*self._deliveries, return_exceptions=True)
         if self._session is not None:
@@ -966,6 +981,10 @@ class FakeSlack:
             call.response = {"ok": False, "error": parse_error}
         elif not given:
             call.response = {"ok": False, "error": "not_authed"}
+        elif method == "apps.connections.open":
+            call.response = self._connections_open(given)
+        elif given == self.app_token:
+            call.response = {"ok": False, "error": "not_allowed_token_type"}
         elif given != self.bot_token:
             call.response = {"ok": False, "error": "invalid_auth"}
         else:
@@ -973,8 +992,39 @@ class FakeSlack:
                 call.response = self.api.call(method, params)
             except ApiError as exc:
                 call.response = exc.to_response()
+        if given == self.bot_token:
+            headers["x-oauth-scopes"] = ",".join(self.scopes)
         self.state.touch()
-        return web.json_response(call.response)
+        return web.json_response(call.response, headers=headers)
+
+    def _connections_open(self, token: str) -> JSON:
+        """Slack's `apps.connections.open`: only an app-level token may open a Socket Mode connection."""
+        if token == self.bot_token:
+            return {"ok": False, "error": "not_allowed_token_type"}
+        if token != self.app_token:
+            return {"ok": False, "error": "invalid_auth"}
+        ticket = secrets.token_hex(8)
+        return {"ok": True, "url": f"ws://{self._host}:{self.port}/_fake/socket?ticket={ticket}"}
+
+    async def _handle_socket(self, request: web.Request) -> web.StreamResponse:
+        socket = web.WebSocketResponse(autoping=True)
+        await socket.prepare(request)
+        self._sockets.add(socket)
+        self.socket_connections += 1
+        try:
+            await socket.send_json(
+                {
+                    "type": "hello",
+                    "num_connections": len(self._sockets),
+                    "connection_info": {"app_id": self.state.bot.app_id},
+                    "debug_info": {"host": "fake-slack", "approximate_connection_time": 3600},
+                }
+            )
+            async for _ in socket:
+                pass  # acknowledgements of envelopes; the fake sends none over the socket yet
+        finally:
+            self._sockets.discard(socket)
+        return socket
 
     async def _handle_response_url(self, request: web.Request) -> web.StreamResponse:
         if self.latency > 0:

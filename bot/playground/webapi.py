@@ -19,7 +19,9 @@ import secrets
 from collections.abc import Callable
 from typing import Any, Literal
 
-from bot.blockkit import (
+from bot.playground import payloads
+from bot.playground.state import JSON, Channel, Ephemeral, Message, Trigger, User, View, Workspace
+from bot.slack.blockkit import (
     MESSAGE_MAX_BLOCKS,
     MESSAGE_TEXT_MAX,
     VIEW_MAX_BLOCKS,
@@ -27,12 +29,10 @@ from bot.blockkit import (
     validate_message,
     validate_view,
 )
-from bot.playground import payloads
-from bot.playground.state import JSON, Channel, Ephemeral, Message, Trigger, User, View, Workspace
 
 __all__ = ["MAX_VIEW_STACK", "ApiError", "WebApi", "block_problems"]
 
-# Slack's limits are bot.blockkit's: past MESSAGE_TEXT_MAX Slack truncates and the fake refuses with
+# Slack's limits are bot.slack.blockkit's: past MESSAGE_TEXT_MAX Slack truncates and the fake refuses with
 # msg_too_long so tests notice; past VIEW_MAX_BYTES views.* answer `view_too_large`.
 MAX_VIEW_STACK = 3  # views.push `push_limit_reached`
 
@@ -52,7 +52,7 @@ class ApiError(Exception):
 
 
 def block_problems(kind: Literal["message", "view"], payload: JSON) -> list[str]:
-    """Problems `bot.blockkit.validate_<kind>` finds in `payload`."""
+    """Problems `bot.slack.blockkit.validate_<kind>` finds in `payload`."""
     validate = validate_message if kind == "message" else validate_view
     return list(validate(payload))
 

@@ -1,7 +1,7 @@
 """Pure Block Kit rendering: an :class:`~bot.model.AskRecord` (or an outcome) in, Slack payloads out.
 
 Every function here is pure (no I/O, no clock: times come in as arguments) and every payload it returns
-passes :mod:`bot.blockkit` for *any* ask the contract allows, however long or hostile its text:
+passes :mod:`bot.slack.blockkit` for *any* ask the contract allows, however long or hostile its text:
 
 - agent text only reaches Slack through :mod:`bot.render.mrkdwn` (escaped, links shown as text,
   ``verbatim: true``); the only ``<…>`` tokens are the bot's own: ``<!date^…>``, mentions asked for by an
@@ -46,17 +46,6 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from bot.blockkit import (
-    MESSAGE_MAX_BLOCKS,
-    VIEW_MAX_BLOCKS,
-    blocks_text_length,
-    check_message,
-    check_view,
-    text_length,
-    validate_message,
-    validate_view,
-    view_size,
-)
 from bot.ids import (
     ACTION_CHOOSE,
     ACTION_DECLINE,
@@ -80,6 +69,17 @@ from bot.render.mrkdwn import (
     one_line,
     split_for_sections,
     to_mrkdwn,
+)
+from bot.slack.blockkit import (
+    MESSAGE_MAX_BLOCKS,
+    VIEW_MAX_BLOCKS,
+    blocks_text_length,
+    check_message,
+    check_view,
+    text_length,
+    validate_message,
+    validate_view,
+    view_size,
 )
 from contract.question import OTHER_OPTION
 

@@ -11,7 +11,8 @@ reaches a text object. The guarantees, in order of importance:
 3. Bare URLs and ``@here``-style words are broken with an invisible WORD JOINER (see ``_defang``); the
    renderer also sets ``verbatim: true`` on every mrkdwn object, which is what really stops auto-linking.
 
-Lengths are counted in UTF-16 code units (:func:`bot.blockkit.text_length`), never less than Slack's count.
+Lengths are counted in UTF-16 code units (:func:`bot.slack.blockkit.text_length`), never less than
+Slack's count.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Final
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
-from bot.blockkit import text_length
+from bot.slack.blockkit import text_length
 
 __all__ = [
     "CUT_MARK",

@@ -11,7 +11,7 @@ from typing import Any
 
 from bot.config import load_settings
 from bot.errors import ConfigError
-from bot.redis_conn import redacted
+from bot.storage.connection import redacted
 
 __all__ = ["add_parser"]
 

@@ -18,10 +18,10 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from bot.cli_ask import EXIT_REDIS
+from bot.cli.ask import EXIT_REDIS
 from bot.durations import format_duration
-from bot.redis_conn import connect, redacted
-from bot.store import AskStatus, Store
+from bot.storage.connection import connect, redacted
+from bot.storage.store import AskStatus, Store
 
 __all__ = ["add_parser"]
 

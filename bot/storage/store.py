@@ -1,6 +1,6 @@
 """The only code that talks to Redis: intake stream, ask records, results, timers and audit.
 
-Every state change is one Lua script (see ``bot/lua``) doing a compare-and-set with Redis time;
+Every state change is one Lua script (see ``bot/storage/lua``) doing a compare-and-set with Redis time;
 the result push onto ``reply_to`` happens inside the same script as the state change.
 """
 
@@ -20,9 +20,9 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
 from bot.errors import StoreError
-from bot.keys import AUDIT_MAX, DEAD_MAXLEN, GROUP, AskKeys, Keys, due_member, parse_due_member
 from bot.model import AskRecord, AskState, PostedMessage
-from bot.scripts import SCRIPT_NAMES, script_source
+from bot.storage.keys import AUDIT_MAX, DEAD_MAXLEN, GROUP, AskKeys, Keys, due_member, parse_due_member
+from bot.storage.scripts import SCRIPT_NAMES, script_source
 
 __all__ = [
     "AcceptVerdict",

@@ -60,7 +60,7 @@ def _print(text: str) -> None:
 async def _serve(args: argparse.Namespace) -> int:
     from bot.errors import ConfigError
     from bot.playground.demo import Playground, PortInUseError
-    from bot.redis_conn import redacted
+    from bot.storage.connection import redacted
 
     redis_url = os.environ.get("REDIS_URL") or None
     prefix = args.prefix or (

@@ -17,11 +17,11 @@ EXIT_USAGE = 2
 
 # Module per subcommand; a module that fails to import must not take the others down.
 _SUBCOMMANDS = (
-    "bot.cli_serve",
-    "bot.cli_demo",
-    "bot.cli_ask",
+    "bot.cli.serve",
+    "bot.cli.demo",
+    "bot.cli.ask",
     "bot.mcp_server",
-    "bot.cli_ops",
+    "bot.cli.ops",
 )
 
 
@@ -54,7 +54,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

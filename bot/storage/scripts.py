@@ -1,4 +1,4 @@
-"""Loads the Lua scripts of ``bot/lua`` once, with the shared helpers prepended."""
+"""Loads the Lua scripts of ``bot/storage/lua`` once, with the shared helpers prepended."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def script_source(name: str) -> str:
     """The full source of script ``name``: ``_common.lua`` followed by ``<name>.lua``."""
     if name not in SCRIPT_NAMES:
         raise KeyError(f"unknown script {name!r}; known: {', '.join(SCRIPT_NAMES)}")
-    lua = resources.files("bot") / "lua"
+    lua = resources.files("bot.storage") / "lua"
     common = (lua / "_common.lua").read_text(encoding="utf-8")
     body = (lua / f"{name}.lua").read_text(encoding="utf-8")
     return common + "\n" + body

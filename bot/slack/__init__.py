@@ -1,0 +1,1 @@
+"""Everything that speaks Slack: the Web API gateway, interaction payloads, Block Kit limits."""
