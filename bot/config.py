@@ -131,6 +131,7 @@ class Settings(BaseSettings):
     max_deliveries: int = Field(default=5, ge=1, validation_alias="SLACK_ASK_MAX_DELIVERIES")
     consumer_name: str | None = Field(default=None, validation_alias="SLACK_ASK_CONSUMER")
     mcp_wait_s: float = Field(default=25.0, ge=0, validation_alias="SLACK_ASK_MCP_WAIT_S")
+    log_format: Literal["text", "json"] = Field(default="text", validation_alias="SLACK_ASK_LOG_FORMAT")
     policy_file: PolicyFile = Field(default_factory=PolicyFile, exclude=True)
 
     @field_validator("slack_api_url")

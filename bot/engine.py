@@ -21,6 +21,7 @@ from bot.asks import Rejection, build_record
 from bot.config import Settings
 from bot.errors import SlackError, SlackPermanentError
 from bot.ids import AskRef, FormMeta
+from bot.logs import bind_ask_id
 from bot.metrics import METRICS
 from bot.model import AskRecord, PostedMessage
 from bot.slack.gateway import SlackGateway
@@ -122,7 +123,7 @@ class Engine:
             METRICS.asks.labels(result="invalid_envelope").inc()
             await self._reject_unparsed(entry, exc, created_ms)
             return
-
+        bind_ask_id(env.ask_id)  # every log line of this entry's task names the ask
         tag = await self.store.claim_index(env.ask_id, slot_tag(env.reply_to), self._pending_ttl_ms(None))
         built = build_record(env, tag=tag, created_ms=created_ms, settings=self.settings)
         if isinstance(built, Rejection):
@@ -243,6 +244,7 @@ class Engine:
             METRICS.dead_letters.labels(reason="bad_cancel").inc()
             await self.store.dead_letter(entry, f"{exc.code}: {exc.message}")
             return
+        bind_ask_id(env.ask_id)
         loaded = await self.store.find(env.ask_id)
         if loaded is None:
             await self.store.remember_cancel(slot_tag(env.reply_to), env.ask_id, env.reason or "")
@@ -266,6 +268,7 @@ class Engine:
         except (ValueError, KeyError, TypeError):
             await self.store.dead_letter(entry, 'dismiss entry is not {"ask_id": ..., "by": ...}')
             return
+        bind_ask_id(ask_id)
         user = SlackUser(id=by) if by.startswith(("U", "W")) else None
         await self.dismiss(ask_id, by=user, detail=f"dismissed by {by}")
         await self.store.ack(entry.id)
@@ -376,6 +379,7 @@ class Engine:
         reason: str | None = None,
     ) -> None:
         """Turn every message of an ended ask into its ended form (no buttons left), then mark it done."""
+        bind_ask_id(rec.ask_id)
         if reason is None and result.get("outcome") == "cancelled" and by is None:
             reason = ""
         ended = render.render_ended_message(
@@ -422,6 +426,7 @@ class Engine:
     async def _load_for_action(self, ref: AskRef | None, user: SlackUser) -> LoadedAsk | Refusal:
         if ref is None:
             return Refusal("unknown", render.render_refusal("ended"))
+        bind_ask_id(ref.ask_id)  # the rest of this Slack request's task is about this ask
         loaded = await self.store.load(ref.tag, ref.ask_id)
         if loaded is None:
             return Refusal("unknown", render.render_refusal("ended"))
@@ -685,6 +690,7 @@ class Engine:
         async def prepare(loaded: LoadedAsk) -> Resolution:
             async with slots:
                 rec = loaded.record
+                bind_ask_id(rec.ask_id)
                 ending = results.timed_out(rec)
                 where = loaded.messages[-1] if loaded.messages else None
                 prefix = await self._result_prefix(rec, ending, actor=None, where=where)
@@ -717,6 +723,7 @@ class Engine:
         """A timer fired for an ask that is not timing out: finish an ended ask's messages (finalize
         removes the timer), wait for intake, escalate or remind."""
         ask_id, tag = loaded.record.ask_id, loaded.record.tag
+        bind_ask_id(ask_id)
         rec = loaded.record
         if loaded.state == "ended":
             if not loaded.finalized and loaded.result is not None:

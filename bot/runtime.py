@@ -41,7 +41,8 @@ def default_consumer_name() -> str:
 
 @dataclass
 class BotRuntime:
-    """One bot replica. ``start()`` runs intake and the sweeper; ``web_app()`` serves Slack's requests."""
+    """One bot replica. ``start()`` runs intake and the sweeper; ``web_app()`` serves Slack's requests;
+    ``health_app()`` serves only ``/healthz`` and ``/metrics`` (Socket Mode's ``--health-port``)."""
 
     settings: Settings
     redis: Redis | None = None
@@ -71,7 +72,9 @@ class BotRuntime:
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._runner: web.AppRunner | None = None
+        self._health_runner: web.AppRunner | None = None
         self.port: int | None = None
+        self.health_port: int | None = None
 
     def bolt_app(self, *, socket_mode: bool = False) -> AsyncApp:
         secret = self.settings.slack_signing_secret
@@ -109,48 +112,71 @@ class BotRuntime:
             asyncio.create_task(self.sweeper.run(self._stop), name="sweeper"),
         ]
 
+    def loops(self) -> dict[str, str]:
+        """``running`` for each of intake and the sweeper while its task is alive, else ``stopped``."""
+        alive = {task.get_name() for task in self._tasks if not task.done()}
+        return {name: "running" if name in alive else "stopped" for name in ("intake", "sweeper")}
+
+    async def healthz(self, _: web.Request) -> web.Response:
+        """200 while Redis answers PING and both loops run; 503 with what is wrong otherwise."""
+        loops = self.loops()
+        try:
+            assert self.redis is not None
+            await asyncio.wait_for(self.redis.ping(), timeout=2)
+        except (RedisError, OSError, TimeoutError) as exc:
+            return web.json_response(
+                {"ok": False, "redis": "down", "loops": loops, "error": type(exc).__name__}, status=503
+            )
+        ok = all(state == "running" for state in loops.values())
+        return web.json_response(
+            {"ok": ok, "redis": "up", "loops": loops, "consumer": self.engine.consumer},
+            status=200 if ok else 503,
+        )
+
+    @staticmethod
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(
+            body=generate_latest(METRICS.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        )
+
+    def health_app(self) -> web.Application:
+        """``GET /healthz`` and ``GET /metrics`` alone: no Slack requests, so no signing secret needed."""
+        app = web.Application()
+        app.router.add_get("/healthz", self.healthz)
+        app.router.add_get("/metrics", self.metrics)
+        return app
+
     def web_app(self) -> web.Application:
         """Bolt's aiohttp app at ``POST /slack/events`` plus ``GET /healthz`` and ``GET /metrics``."""
         from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 
         bolt = self.bolt_app()
-        app = web.Application()
+        app = self.health_app()
 
         async def events(request: web.Request) -> web.Response:
             response = await bolt.async_dispatch(await to_bolt_request(request))
             return await to_aiohttp_response(response)
 
-        async def healthz(_: web.Request) -> web.Response:
-            try:
-                assert self.redis is not None
-                await asyncio.wait_for(self.redis.ping(), timeout=2)
-            except (RedisError, OSError, TimeoutError) as exc:
-                return web.json_response(
-                    {"ok": False, "redis": "down", "error": type(exc).__name__}, status=503
-                )
-            return web.json_response({"ok": True, "redis": "up", "consumer": self.engine.consumer})
-
-        async def metrics(_: web.Request) -> web.Response:
-            return web.Response(
-                body=generate_latest(METRICS.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
-            )
-
         app.router.add_post("/slack/events", events)
-        app.router.add_get("/healthz", healthz)
-        app.router.add_get("/metrics", metrics)
         return app
 
     async def serve_http(self, host: str = "127.0.0.1", port: int = 3000) -> int:
         # Bounded graceful shutdown: in-flight Slack requests get 5 s (Slack retries what is lost).
         self._runner = web.AppRunner(self.web_app(), access_log=None, shutdown_timeout=5.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port)
-        await site.start()
-        server = site._server
-        assert server is not None
-        sockets: Any = getattr(server, "sockets", None)
-        self.port = int(sockets[0].getsockname()[1]) if sockets else port
+        self.port = await _listen(self._runner, host, port)
         return self.port
+
+    async def serve_health(self, host: str = "0.0.0.0", port: int = 8080) -> int:
+        """Serve ``health_app()`` on its own port (0: any free port); returns the port bound."""
+        self._health_runner = web.AppRunner(self.health_app(), access_log=None, shutdown_timeout=1.0)
+        self.health_port = await _listen(self._health_runner, host, port)
+        return self.health_port
+
+    async def _close_servers(self) -> None:
+        for runner in (self._runner, self._health_runner):
+            if runner is not None:
+                await runner.cleanup()
+        self._runner = self._health_runner = None
 
     async def stop(self) -> None:
         self._stop.set()
@@ -158,9 +184,7 @@ class BotRuntime:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(task, timeout=10)
         self._tasks = []
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self._close_servers()
         if self.client.session is not None:
             with contextlib.suppress(Exception):
                 await self.client.session.close()
@@ -176,9 +200,7 @@ class BotRuntime:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks = []
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self._close_servers()
         if self.client.session is not None:
             await self.client.session.close()
             self.client.session = None
@@ -187,3 +209,13 @@ class BotRuntime:
         await self.stop()
         if self.redis is not None:
             await self.redis.aclose()
+
+
+async def _listen(runner: web.AppRunner, host: str, port: int) -> int:
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    server = site._server
+    assert server is not None
+    sockets: Any = getattr(server, "sockets", None)
+    return int(sockets[0].getsockname()[1]) if sockets else port

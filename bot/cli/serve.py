@@ -1,4 +1,9 @@
-"""``slack-ask serve``: run one bot replica (Socket Mode, or HTTP with ``--http``)."""
+"""``slack-ask serve``: run one bot replica (Socket Mode, or HTTP with ``--http``).
+
+``--health-port N`` serves ``GET /healthz`` and ``GET /metrics`` on a port of their own, in either
+mode (HTTP mode also serves them beside ``/slack/events``); ``--log-format json`` (or
+``SLACK_ASK_LOG_FORMAT=json``) writes one JSON object per log line (see ``bot.logs``).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,9 @@ import signal
 import sys
 from typing import Any
 
-from bot.config import load_settings
+from bot.config import Settings, load_settings
 from bot.errors import ConfigError
+from bot.logs import configure_logging
 from bot.storage.connection import redacted
 
 __all__ = ["add_parser"]
@@ -25,26 +31,56 @@ def add_parser(sub: Any) -> None:
     )
     parser.add_argument("--host", default="0.0.0.0", help="HTTP bind address (default 0.0.0.0)")
     parser.add_argument("--port", type=int, default=3000, help="HTTP port (default 3000)")
+    parser.add_argument(
+        "--health-port",
+        type=_port,
+        default=None,
+        metavar="N",
+        help="also serve GET /healthz and GET /metrics on port N (Socket Mode's only HTTP port)",
+    )
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default=None,
+        help="text for people, json for machines: one object per line (default: SLACK_ASK_LOG_FORMAT, text)",
+    )
     parser.set_defaults(func=run)
 
 
+def _port(value: str) -> int:
+    port = int(value)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a TCP port (0-65535)")
+    return port
+
+
+def _secrets(settings: Settings) -> list[str]:
+    values = [settings.slack_bot_token, settings.slack_app_token, settings.slack_signing_secret]
+    found = [v.get_secret_value() for v in values if v is not None]
+    return [*found, settings.redis_url.get_secret_value()]
+
+
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Until the settings are read (their errors are one plain line on stderr), text lines.
+    configure_logging(args.log_level, args.log_format or "text")
     try:
         settings = load_settings()
+        configure_logging(args.log_level, args.log_format or settings.log_format, secrets=_secrets(settings))
         if not args.http and settings.slack_app_token is None:
             raise ConfigError(
                 "setting SLACK_APP_TOKEN is required for Socket Mode (an app-level token, xapp-...); "
                 "or run with --http and set SLACK_SIGNING_SECRET"
             )
-        return asyncio.run(_serve(settings, http=args.http, host=args.host, port=args.port))
+        return asyncio.run(
+            _serve(settings, http=args.http, host=args.host, port=args.port, health_port=args.health_port)
+        )
     except ConfigError as exc:
         print(f"slack-ask: {exc}", file=sys.stderr)
         return 2
 
 
-async def _serve(settings: Any, *, http: bool, host: str, port: int) -> int:
+async def _serve(settings: Settings, *, http: bool, host: str, port: int, health_port: int | None) -> int:
     from redis.exceptions import ConnectionError as RedisConnectionError
 
     from bot.runtime import BotRuntime
@@ -64,17 +100,32 @@ async def _serve(settings: Any, *, http: bool, host: str, port: int) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     handler = None
-    if http:
-        bound = await runtime.serve_http(host, port)
-        log.info("serving Slack requests at http://%s:%d/slack/events", host, bound)
-    else:
+    try:
+        if health_port is not None:
+            bound_health = await runtime.serve_health(host, health_port)
+            log.info("serving /healthz and /metrics at http://%s:%d/", host, bound_health)
+        if http:
+            bound = await runtime.serve_http(host, port)
+            log.info("serving Slack requests at http://%s:%d/slack/events", host, bound)
+    except OSError as exc:
+        print(f"slack-ask: cannot listen on {host}: {exc.strerror or exc}", file=sys.stderr)
+        await runtime.aclose()
+        return 2
+    if not http:
         from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+        from slack_sdk.errors import SlackApiError
 
         assert settings.slack_app_token is not None
         handler = AsyncSocketModeHandler(
             runtime.bolt_app(socket_mode=True), settings.slack_app_token.get_secret_value()
         )
-        await handler.connect_async()  # type: ignore[no-untyped-call]
+        try:
+            await handler.connect_async()  # type: ignore[no-untyped-call]
+        except SlackApiError as exc:
+            error = exc.response.get("error") if exc.response is not None else None
+            print(f"slack-ask: setting SLACK_APP_TOKEN: Slack refused it ({error})", file=sys.stderr)
+            await runtime.aclose()
+            return 2
         log.info("connected to Slack in Socket Mode")
     log.info("consumer %s reading %s:asks", runtime.engine.consumer, settings.prefix)
     await stop.wait()
