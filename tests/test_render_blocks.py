@@ -1,4 +1,4 @@
-"""bot.render.blocks: valid Block Kit for every ask, the one-click rules, and no agent markup ever leaks."""
+"""bot.render: valid Block Kit for every ask, the one-click rules, and no agent markup ever leaks."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from bot.render import (
     render_refusal,
     render_reminder,
 )
-from bot.render.blocks import ENDED_OUTCOMES
+from bot.render.ended import ENDED_OUTCOMES
 from bot.slack.blockkit import VIEW_MAX_BYTES, text_length, validate_message, validate_view, view_size
 from contract.envelopes import Requester
 from contract.question import AskRequest, Option, Question

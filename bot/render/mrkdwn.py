@@ -6,7 +6,7 @@ reaches a text object. The guarantees, in order of importance:
 1. No output ever contains ``<`` or ``>``: ``&``, ``<`` and ``>`` are escaped everywhere (slack-facts.md
    section 4), so ``<!channel>``, ``<@U123>``, ``<#C1>``, ``<!subteam^S1>`` and ``<http://x|y>`` can never
    become a mention, a broadcast or a link. Block quotes are written ``&gt; `` (the form Slack itself stores).
-   The bot's own tokens (``<!date^…>``, verified mentions) are added by ``blocks.py`` *after* this module ran.
+   The bot's own tokens (``<!date^…>``, verified mentions) are added by the drawing modules after this ran.
 2. Markdown links are shown as text, ``t (u)``, never as Slack links.
 3. Bare URLs and ``@here``-style words are broken with an invisible WORD JOINER (see ``_defang``); the
    renderer also sets ``verbatim: true`` on every mrkdwn object, which is what really stops auto-linking.
