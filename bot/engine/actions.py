@@ -1,0 +1,279 @@
+"""Human actions: who may answer, the buttons and forms people use, and dismissals from Slack events."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from bot import render, results
+from bot.engine.endings import Endings
+from bot.engine.room import Refusal, Room, Shared
+from bot.engine.timers import Timers
+from bot.errors import SlackError
+from bot.ids import AskRef, FormMeta
+from bot.logs import bind_ask_id
+from bot.metrics import METRICS
+from bot.model import AskRecord, PostedMessage
+from bot.slack.interactions import (
+    BlockAction,
+    FormAnswers,
+    FormErrors,
+    SlackUser,
+    ViewSubmission,
+    read_form,
+    read_other_text,
+)
+from bot.storage.store import LoadedAsk, ResolveVerdict
+from contract import QuestionAnswer
+
+__all__ = ["Actions"]
+
+log = logging.getLogger(__name__)
+
+
+class Actions(Room):
+    def __init__(self, shared: Shared, *, endings: Endings, timers: Timers) -> None:
+        super().__init__(shared)
+        self.endings = endings
+        self.timers = timers
+
+    async def may_answer(self, rec: AskRecord, user_id: str) -> bool:
+        """Server-side who-may-answer (protocol section 7); fails closed when Slack cannot tell."""
+        who = rec.responders
+        if who is None or (not who.users and not who.usergroups):
+            return True
+        if user_id in who.users:
+            return True
+        for group in who.usergroups:
+            try:
+                if user_id in await self.slack.usergroup_members(group):
+                    return True
+            except SlackError as exc:
+                log.warning("cannot read user group %s: %s; refusing %s", group, exc, user_id)
+        return False
+
+    async def _load_for_action(self, ref: AskRef | None, user: SlackUser) -> LoadedAsk | Refusal:
+        if ref is None:
+            return Refusal("unknown", render.render_refusal("ended"))
+        bind_ask_id(ref.ask_id)  # the rest of this Slack request's task is about this ask
+        loaded = await self.store.load(ref.tag, ref.ask_id)
+        if loaded is None:
+            return Refusal("unknown", render.render_refusal("ended"))
+        if loaded.state == "ended":
+            await self.store.audit(ref.tag, ref.ask_id, "refused_ended", by=user.id)
+            return Refusal("ended", render.render_refusal("ended"), loaded if loaded.result else None)
+        if not await self.may_answer(loaded.record, user.id):
+            METRICS.refusals.labels(kind="not_allowed").inc()
+            await self.store.audit(ref.tag, ref.ask_id, "refused_not_allowed", by=user.id)
+            return Refusal("not_allowed", render.render_refusal("not_allowed"))
+        return loaded
+
+    async def tell(self, channel: str | None, user: str, text: str) -> None:
+        if channel is None:
+            return
+        try:
+            await self.slack.ephemeral(channel, user, text)
+        except SlackError as exc:
+            log.info("could not tell %s privately: %s", user, exc)
+
+    async def _actionable(self, action: BlockAction) -> LoadedAsk | None:
+        """The ask a button belongs to, or None after telling the clicker privately why not.
+
+        A click on an ended ask also heals that message: it may be a stray the bot never recorded
+        (a crash between post and record), or an update that has not landed yet."""
+        loaded = await self._load_for_action(action.ref, action.user)
+        if not isinstance(loaded, Refusal):
+            return loaded
+        await self.tell(action.channel, action.user.id, loaded.text)
+        if loaded.ended is not None and action.channel and action.message_ts:
+            ended = loaded.ended
+            assert ended.result is not None
+            clicked = PostedMessage(channel=action.channel, ts=action.message_ts)
+            known = {(m.channel, m.ts) for m in ended.messages}
+            stray = [clicked] if (clicked.channel, clicked.ts) not in known else []
+            await self.endings.finish_messages(
+                ended.record, [*ended.messages, *stray], ended.result, ended.by
+            )
+        return None
+
+    def _acted_on(self, loaded: LoadedAsk, channel: str | None, ts: str | None) -> PostedMessage | None:
+        for message in loaded.messages:
+            if message.channel == channel and message.ts == ts:
+                return message
+        return PostedMessage(channel=channel, ts=ts) if channel and ts else None
+
+    async def _answer(
+        self,
+        loaded: LoadedAsk,
+        ending: results.Ending,
+        user: SlackUser,
+        *,
+        channel: str | None,
+        ts: str | None,
+        event: str,
+    ) -> Refusal | None:
+        verdict = await self.endings.end(
+            loaded.record,
+            ending,
+            actor=user,
+            event=event,
+            detail="",
+            messages=loaded.messages,
+            acted_on=self._acted_on(loaded, channel, ts),
+            refuse_late=True,
+        )
+        if verdict.verdict == "late":
+            METRICS.refusals.labels(kind="late").inc()
+            await self.timers.time_out(loaded)
+            return Refusal("late", render.render_refusal("late"))
+        if verdict.verdict in ("ended", "missing"):
+            return Refusal("ended", render.render_refusal("ended"))
+        return None
+
+    async def on_choose(self, action: BlockAction) -> None:
+        loaded = await self._actionable(action)
+        if loaded is None:
+            return
+        rec = loaded.record
+        option = action.option
+        if rec.request is None or option is None or not 0 <= option < len(rec.request.questions[0].options):
+            await self.tell(action.channel, action.user.id, render.render_refusal("ended"))
+            return
+        question = rec.request.questions[0]
+        answers = [QuestionAnswer(id=question.id, status="answered", selected=[option])]
+        refusal = await self._answer(
+            loaded,
+            results.answered(rec, answers),
+            action.user,
+            channel=action.channel,
+            ts=action.message_ts,
+            event="answered",
+        )
+        if refusal is not None:
+            await self.tell(action.channel, action.user.id, refusal.text)
+
+    async def on_decline(self, action: BlockAction) -> None:
+        loaded = await self._actionable(action)
+        if loaded is None:
+            return
+        ending = results.ended_without_answer(loaded.record, "cancelled")
+        refusal = await self._answer(
+            loaded, ending, action.user, channel=action.channel, ts=action.message_ts, event="declined"
+        )
+        if refusal is not None:
+            await self.tell(action.channel, action.user.id, refusal.text)
+
+    async def on_open(self, action: BlockAction, *, other: bool = False) -> None:
+        """Open the full form (or the one-question "Other..." form) in a modal."""
+        loaded = await self._actionable(action)
+        if loaded is None:
+            return
+        if action.trigger_id is None or action.ref is None:
+            return
+        ref = AskRef(tag=action.ref.tag, ask_id=action.ref.ask_id)
+        if other:
+            meta = FormMeta(ref=ref, channel=action.channel, ts=action.message_ts, question=0)
+            view = render.render_other_modal(loaded.record, 0, meta)
+        else:
+            meta = FormMeta(ref=ref, channel=action.channel, ts=action.message_ts)
+            view = render.render_form_modal(loaded.record, meta)
+        try:
+            await self.slack.open_view(action.trigger_id, view)
+        except SlackError as exc:
+            log.warning("could not open the form for %s: %s", ref.ask_id, exc)
+            await self.tell(
+                action.channel, action.user.id, "Slack did not open the form in time. Please click again."
+            )
+
+    async def on_submit(
+        self, sub: ViewSubmission
+    ) -> tuple[dict[str, Any] | None, Callable[[], Awaitable[None]] | None]:
+        """A modal was submitted. Returns the ack body (``response_action``, or None for a plain ack)
+        and the work to run after the ack.
+
+        Validation errors go back at once, next to the fields; an ask that ended or a person who may
+        not answer gets the modal replaced by a short explanation. The answer itself is resolved
+        after the ack (by the caller), so Slack's 3-second limit is never at risk.
+        """
+        meta = sub.meta
+        if meta is None:
+            return _notice_view("This form is no longer valid."), None
+        loaded = await self._load_for_action(meta.ref, sub.user)
+        if isinstance(loaded, Refusal):
+            return _notice_view(loaded.text), None
+        if meta.question is not None:
+            parsed_other = read_other_text(loaded.record, meta.question, sub.values)
+            if isinstance(parsed_other, FormErrors):
+                return {"response_action": "errors", "errors": parsed_other.errors}, None
+            ending = results.answered(loaded.record, [parsed_other])
+        else:
+            parsed = read_form(loaded.record, sub.values)
+            if isinstance(parsed, FormErrors):
+                return {"response_action": "errors", "errors": parsed.errors}, None
+            ending = _form_ending(loaded.record, parsed)
+
+        async def resolve() -> None:
+            refusal = await self._answer(
+                loaded, ending, sub.user, channel=meta.channel, ts=meta.ts, event="answered"
+            )
+            if refusal is not None:
+                await self.tell(meta.channel, sub.user.id, refusal.text)
+
+        return None, resolve
+
+    async def dismiss(self, ask_id: str, *, by: SlackUser | None, detail: str) -> ResolveVerdict | None:
+        loaded = await self.store.find(ask_id)
+        if loaded is None:
+            return None
+        return await self.endings.end(
+            loaded.record,
+            results.ended_without_answer(loaded.record, "dismissed"),
+            actor=by,
+            event="dismissed",
+            detail=detail,
+            messages=loaded.messages,
+        )
+
+    async def dismiss_message(self, channel: str, ts: str, ref: AskRef | None, *, detail: str) -> None:
+        """A message carrying an ask was deleted, or its conversation archived."""
+        if ref is None:
+            return
+        loaded = await self.store.load(ref.tag, ref.ask_id)
+        if loaded is None or loaded.state == "ended":
+            return
+        gone = [m for m in loaded.messages if m.channel == channel and (not ts or m.ts == ts)]
+        if not gone:
+            return
+        await self.endings.end(
+            loaded.record,
+            results.ended_without_answer(loaded.record, "dismissed"),
+            actor=None,
+            event="dismissed",
+            detail=detail,
+            messages=[m for m in loaded.messages if m not in gone],  # the gone ones cannot be updated
+        )
+
+    async def dismiss_channel(self, channel: str, *, detail: str) -> None:
+        """A conversation was archived: every pending ask whose message lived there is dismissed."""
+        for ask_id, tag in await self.store.asks_in_channel(channel):
+            await self.dismiss_message(channel, "", AskRef(tag=tag, ask_id=ask_id), detail=detail)
+            await self.store.untrack_channel(channel, ask_id, tag)
+
+
+def _form_ending(rec: AskRecord, parsed: FormAnswers) -> results.Ending:
+    if parsed.rich is not None:
+        return results.answered_rich(rec, parsed.rich)
+    return results.answered(rec, parsed.answers)
+
+
+def _notice_view(text: str) -> dict[str, Any]:
+    return {
+        "response_action": "update",
+        "view": {
+            "type": "modal",
+            "title": {"type": "plain_text", "text": "slack-ask"},
+            "close": {"type": "plain_text", "text": "Close"},
+            "blocks": [{"type": "section", "text": {"type": "plain_text", "text": text}}],
+        },
+    }

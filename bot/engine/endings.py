@@ -1,0 +1,138 @@
+"""Endings: resolve an ask once (the store decides who wins), then draw its messages in their ended form."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from bot import render, results
+from bot.engine.room import Room
+from bot.errors import SlackError, SlackPermanentError
+from bot.logs import bind_ask_id
+from bot.metrics import METRICS
+from bot.model import AskRecord, PostedMessage
+from bot.slack.interactions import (
+    SlackUser,
+)
+from bot.storage.store import Resolution, ResolveVerdict, iso_ms
+
+__all__ = ["Endings", "summary_lines"]
+
+log = logging.getLogger(__name__)
+
+
+def _iso_to_ms(text: str | None) -> int:
+    if not text:
+        return 0
+    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def summary_lines(rec: AskRecord, result: dict[str, Any]) -> list[str]:
+    """A few lines saying what was answered, for the ended Slack message."""
+    if rec.format == "rich" and rec.form is not None:
+        labels = {q.id: q.label for q in rec.form.questions}
+        lines = []
+        for answer in result.get("answers") or []:
+            value = answer.get("value")
+            shown = ", ".join(value) if isinstance(value, list) else str(value or "")
+            lines.append(f"{labels.get(answer.get('id'), answer.get('id'))}: {shown or '(empty)'}")
+        return lines
+    text = str(result.get("text") or "")
+    body = text.split("\n\n", 1)[0].splitlines()
+    return body[1:] if body and body[0] == "User answers:" else body
+
+
+class Endings(Room):
+    async def end(
+        self,
+        rec: AskRecord,
+        ending: results.Ending,
+        *,
+        actor: SlackUser | None,
+        event: str,
+        detail: str,
+        messages: Sequence[PostedMessage],
+        acted_on: PostedMessage | None = None,
+        refuse_late: bool = False,
+        reason: str | None = None,
+    ) -> ResolveVerdict:
+        """End the ask with ``ending`` unless something else already did; then update Slack."""
+        prefix = await self.result_prefix(
+            rec, ending, actor=actor, where=acted_on or (messages[-1] if messages else None)
+        )
+        verdict = await self.store.resolve(
+            Resolution(
+                rec,
+                ending.outcome,
+                prefix,
+                actor.id if actor is not None else None,
+                event,
+                (reason if reason is not None else detail)[:500],
+                refuse_late=refuse_late,
+            )
+        )
+        if verdict.verdict == "won":
+            METRICS.results.labels(outcome=ending.outcome).inc()
+            assert verdict.result is not None
+            await self.finish_messages(
+                rec, verdict.messages, verdict.result, actor.id if actor else None, reason=reason
+            )
+        return verdict
+
+    async def result_prefix(
+        self, rec: AskRecord, ending: results.Ending, *, actor: SlackUser | None, where: PostedMessage | None
+    ) -> str:
+        slack_ref = None
+        if where is not None:
+            slack_ref = {
+                "channel": where.channel,
+                "ts": where.ts,
+                "permalink": where.permalink or await self.slack.permalink(where.channel, where.ts),
+            }
+        return results.result_prefix(
+            ask_id=rec.ask_id,
+            format=rec.format,
+            ending=ending,
+            responder={"id": actor.id, "name": actor.display} if actor is not None else None,
+            slack=slack_ref,
+            created_at=iso_ms(rec.created_ms),
+        )
+
+    async def finish_messages(
+        self,
+        rec: AskRecord,
+        messages: Sequence[PostedMessage],
+        result: dict[str, Any],
+        by: str | None,
+        *,
+        reason: str | None = None,
+    ) -> None:
+        """Turn every message of an ended ask into its ended form (no buttons left), then mark it done."""
+        bind_ask_id(rec.ask_id)
+        if reason is None and result.get("outcome") == "cancelled" and by is None:
+            reason = ""
+        ended = render.render_ended_message(
+            rec,
+            outcome=str(result.get("outcome")),
+            responder_id=by,
+            resolved_ms=_iso_to_ms(result.get("resolved_at")),
+            summary=summary_lines(rec, result),
+            reason=reason,
+        )
+        ok = 0
+        for message in messages:
+            try:
+                await self.slack.update(message.channel, message.ts, text=ended.text, blocks=ended.blocks)
+                ok += 1
+            except SlackPermanentError as exc:
+                # A deleted message or archived channel cannot carry a live button: that is done too.
+                log.info("could not update %s/%s: %s", message.channel, message.ts, exc.code)
+                ok += 1
+            except SlackError as exc:
+                log.warning(
+                    "could not update %s/%s yet: %s (the sweeper retries)", message.channel, message.ts, exc
+                )
+        if ok == len(messages):
+            await self.store.finalize(rec.tag, rec.ask_id, len(messages))

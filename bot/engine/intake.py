@@ -1,0 +1,265 @@
+"""Intake handling: one entry of the asks stream becomes a posted ask, an ending, a re-sent result or a
+dead letter."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from bot import render, results
+from bot.asks import Rejection, build_record
+from bot.engine.actions import Actions
+from bot.engine.endings import Endings
+from bot.engine.room import LEASE_FACTOR, Room, Shared
+from bot.engine.timers import Timers
+from bot.errors import SlackError
+from bot.logs import bind_ask_id
+from bot.metrics import METRICS
+from bot.model import AskRecord, PostedMessage
+from bot.slack.interactions import (
+    SlackUser,
+)
+from bot.storage.keys import slot_tag
+from bot.storage.store import AcceptVerdict, Entry, iso_ms
+from contract.envelopes import EnvelopeError, parse_ask_envelope, parse_cancel_envelope
+
+__all__ = ["Intake"]
+
+log = logging.getLogger(__name__)
+
+
+class Intake(Room):
+    def __init__(self, shared: Shared, *, endings: Endings, timers: Timers, actions: Actions) -> None:
+        super().__init__(shared)
+        self.endings = endings
+        self.timers = timers
+        self.actions = actions
+        self.lease_ms = max(shared.settings.delivery_window_ms * LEASE_FACTOR, 1_000)
+
+    async def handle_entry(self, entry: Entry) -> None:
+        """Handle one intake entry; never raises for bad input (it ends up on a queue instead)."""
+        if entry.deliveries > self.settings.max_deliveries:
+            METRICS.dead_letters.labels(reason="poison").inc()
+            await self.store.dead_letter(
+                entry, f"failed {entry.deliveries - 1} times; parked for an operator"
+            )
+            return
+        if "ask" in entry.fields:
+            await self._handle_ask(entry)
+        elif "cancel" in entry.fields:
+            await self._handle_cancel(entry)
+        elif "dismiss" in entry.fields:
+            await self._handle_dismiss(entry)
+        else:
+            METRICS.dead_letters.labels(reason="no_field").inc()
+            await self.store.dead_letter(entry, "the entry has neither an 'ask' nor a 'cancel' field")
+
+    def _pending_ttl_ms(self, rec: AskRecord | None) -> int:
+        # Bounded lifetime for every key: pending life (deadline, or retention for open-ended asks)
+        # plus the retention that follows the end.
+        life = (
+            (rec.deadline_ms - rec.created_ms)
+            if rec is not None and rec.deadline_ms
+            else self.store.retention_ms
+        )
+        return life + self.store.retention_ms + 86_400_000
+
+    async def _handle_ask(self, entry: Entry) -> None:
+        created_ms = entry.created_ms
+        try:
+            env = parse_ask_envelope(entry.fields["ask"])
+        except EnvelopeError as exc:
+            METRICS.asks.labels(result="invalid_envelope").inc()
+            await self._reject_unparsed(entry, exc, created_ms)
+            return
+        bind_ask_id(env.ask_id)  # every log line of this entry's task names the ask
+        tag = await self.store.claim_index(env.ask_id, slot_tag(env.reply_to), self._pending_ttl_ms(None))
+        built = build_record(env, tag=tag, created_ms=created_ms, settings=self.settings)
+        if isinstance(built, Rejection):
+            rec = built.record or AskRecord(
+                ask_id=env.ask_id, tag=tag, reply_to=env.reply_to, format=env.format, created_ms=created_ms
+            )
+        else:
+            rec = built
+        if tag != slot_tag(env.reply_to):
+            # The id is known under another reply_to: only a re-send of that ask can be meant.
+            loaded = await self.store.load(tag, env.ask_id)
+            if loaded is not None:
+                rec = loaded.record
+        schedule = rec.deadline_ms if isinstance(built, AskRecord) else None
+        verdict = await self.store.accept(
+            rec,
+            consumer=self.consumer,
+            lease_ms=self.lease_ms,
+            pending_ttl_ms=self._pending_ttl_ms(rec),
+            entry_id=entry.id,
+            schedule_at_ms=schedule,
+        )
+        if verdict.verdict == "ended":
+            await self._recover(verdict, entry, tag, env.ask_id, env.reply_to)
+            await self.store.ack(entry.id)
+            return
+        if verdict.verdict == "posted":
+            METRICS.asks.labels(result="duplicate").inc()
+            await self.store.ack(entry.id)
+            return
+        if verdict.verdict == "busy":
+            return  # another live replica holds it; reclaim brings it back if that one dies
+        if isinstance(built, Rejection):
+            METRICS.asks.labels(result=built.code).inc()
+            if built.kind == "unavailable":
+                error = {"code": built.code, "message": built.message}
+                ending = results.ended_without_answer(rec, "unavailable", error=error)
+            else:
+                ending = results.envelope_error(built.code, built.message)
+            await self.endings.end(
+                rec, ending, actor=None, event=built.code, detail=built.message, messages=[]
+            )
+            await self.store.ack(entry.id)
+            return
+        if verdict.verdict == "cancel":
+            await self.endings.end(
+                rec,
+                results.ended_without_answer(rec, "cancelled"),
+                actor=None,
+                event="cancelled",
+                detail=verdict.detail,
+                messages=[],
+            )
+            await self.store.ack(entry.id)
+            return
+        if verdict.verdict == "expired":
+            await self.endings.end(
+                rec,
+                results.timed_out(rec),
+                actor=None,
+                event="timeout",
+                detail="read after its deadline",
+                messages=[],
+            )
+            await self.store.ack(entry.id)
+            return
+        await self._deliver(rec, entry)
+
+    async def _recover(
+        self, verdict: AcceptVerdict, entry: Entry, tag: str, ask_id: str, reply_to: str
+    ) -> None:
+        """An ask that already ended came again in a new entry: push its stored result once more,
+        onto the reply_to it was first sent with (protocol section 10, point 1)."""
+        if verdict.entry == entry.id or not verdict.detail:
+            return  # the same entry reclaimed after a crash: its result is already out
+        METRICS.asks.labels(result="resent").inc()
+        stored = await self.store.load(tag, ask_id)
+        await self.store.repush(stored.record.reply_to if stored else reply_to, verdict.detail)
+
+    async def _reject_unparsed(self, entry: Entry, exc: EnvelopeError, created_ms: int) -> None:
+        if exc.reply_to is None:
+            METRICS.dead_letters.labels(reason=exc.code).inc()
+            await self.store.dead_letter(entry, f"{exc.code}: {exc.message} (no readable reply_to)")
+            return
+        ending = results.envelope_error(exc.code, exc.message)
+        if exc.ask_id is None:
+            now = await self.store.server_time_ms()
+            prefix = results.result_prefix(
+                ask_id=None,
+                format="pi-question",
+                ending=ending,
+                responder=None,
+                slack=None,
+                created_at=iso_ms(created_ms),
+            )
+            await self.store.repush(exc.reply_to, prefix + json.dumps(iso_ms(now)) + "}")
+            await self.store.ack(entry.id)
+            return
+        tag = await self.store.claim_index(exc.ask_id, slot_tag(exc.reply_to), self._pending_ttl_ms(None))
+        rec = AskRecord(ask_id=exc.ask_id, tag=tag, reply_to=exc.reply_to, created_ms=created_ms)
+        verdict = await self.store.accept(
+            rec,
+            consumer=self.consumer,
+            lease_ms=self.lease_ms,
+            pending_ttl_ms=self._pending_ttl_ms(None),
+            entry_id=entry.id,
+            schedule_at_ms=None,
+        )
+        if verdict.verdict in ("post", "cancel", "expired"):
+            await self.endings.end(rec, ending, actor=None, event=exc.code, detail=exc.message, messages=[])
+        elif verdict.verdict == "ended":
+            await self._recover(verdict, entry, tag, exc.ask_id, exc.reply_to)
+        if verdict.verdict != "busy":
+            await self.store.ack(entry.id)
+
+    async def _handle_cancel(self, entry: Entry) -> None:
+        try:
+            env = parse_cancel_envelope(entry.fields["cancel"])
+        except EnvelopeError as exc:
+            METRICS.dead_letters.labels(reason="bad_cancel").inc()
+            await self.store.dead_letter(entry, f"{exc.code}: {exc.message}")
+            return
+        bind_ask_id(env.ask_id)
+        loaded = await self.store.find(env.ask_id)
+        if loaded is None:
+            await self.store.remember_cancel(slot_tag(env.reply_to), env.ask_id, env.reason or "")
+        elif loaded.state != "ended":
+            await self.endings.end(
+                loaded.record,
+                results.ended_without_answer(loaded.record, "cancelled"),
+                actor=None,
+                event="cancelled",
+                detail=env.reason or "",
+                messages=loaded.messages,
+                reason=env.reason or "",
+            )
+        await self.store.ack(entry.id)
+
+    async def _handle_dismiss(self, entry: Entry) -> None:
+        """``slack-ask dismiss``: an operator ends a pending ask as ``dismissed`` (bot-internal entry)."""
+        try:
+            data = json.loads(entry.fields["dismiss"])
+            ask_id, by = str(data["ask_id"]), str(data.get("by") or "operator")
+        except (ValueError, KeyError, TypeError):
+            await self.store.dead_letter(entry, 'dismiss entry is not {"ask_id": ..., "by": ...}')
+            return
+        bind_ask_id(ask_id)
+        user = SlackUser(id=by) if by.startswith(("U", "W")) else None
+        await self.actions.dismiss(ask_id, by=user, detail=f"dismissed by {by}")
+        await self.store.ack(entry.id)
+
+    async def _deliver(self, rec: AskRecord, entry: Entry) -> None:
+        assert rec.route is not None
+        route = rec.route
+        try:
+            target = await self.slack.target_for(
+                channel=route.channel, user=route.user, thread_ts=route.thread_ts
+            )
+            # Display only ("due in 5 min"); every decision uses Redis time.
+            message = render.render_ask_message(rec, now_ms=int(time.time() * 1000))
+            ts = await self.slack.post(target, text=message.text, blocks=message.blocks)
+        except SlackError as exc:
+            METRICS.asks.labels(result="unavailable").inc()
+            message_text = str(exc)
+            await self.endings.end(
+                rec,
+                results.ended_without_answer(
+                    rec, "unavailable", error={"code": exc.code, "message": message_text}
+                ),
+                actor=None,
+                event="unavailable",
+                detail=message_text,
+                messages=[],
+            )
+            await self.store.ack(entry.id)
+            return
+        posted = PostedMessage(channel=target.channel, ts=ts, step=0)
+        METRICS.asks.labels(result="posted").inc()
+        state = await self.store.posted(
+            rec.tag, rec.ask_id, [posted], actor=self.consumer, ack_entry=entry.id, track_channel=True
+        )
+        if state == "ended":
+            # Ended (cancelled, say) while we were posting: never leave a live button behind.
+            loaded = await self.store.load(rec.tag, rec.ask_id)
+            if loaded is not None and loaded.result is not None:
+                await self.endings.finish_messages(loaded.record, loaded.messages, loaded.result, loaded.by)
+        elif self.timers.next_timer(rec, step=0, reminders=0) != rec.deadline_ms:
+            # The deadline timer was set at accept; only earlier escalation or reminder timers are new.
+            await self.timers.schedule_next(rec, step=0, reminders=0)

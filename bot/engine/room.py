@@ -1,0 +1,43 @@
+"""What every room of the engine shares: settings, the store, the Slack gateway and who this replica is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.config import Settings
+from bot.slack.gateway import SlackGateway
+from bot.storage.store import LoadedAsk, Store
+
+__all__ = ["LEASE_FACTOR", "Refusal", "Room", "Shared"]
+
+LEASE_FACTOR = 2  # an intake lease outlives the delivery window, so a slow Slack never causes a double post
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a human action changed nothing; told privately to that human."""
+
+    kind: str
+    text: str
+    ended: LoadedAsk | None = None
+    """For ``ended``: the ask as loaded, so its messages can be healed without another read."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """The engine's collaborators, handed to every room."""
+
+    settings: Settings
+    store: Store
+    slack: SlackGateway
+    consumer: str
+
+
+class Room:
+    """One room of the engine; reads its collaborators from :class:`Shared`."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.settings = shared.settings
+        self.store = shared.store
+        self.slack = shared.slack
+        self.consumer = shared.consumer

@@ -1,0 +1,215 @@
+"""Timers: deadlines (a batch at a time), escalation steps and reminders, as the sweeper finds them due."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Sequence
+
+from bot import render, results
+from bot.engine.endings import Endings
+from bot.engine.room import Room, Shared
+from bot.errors import SlackError
+from bot.logs import bind_ask_id
+from bot.metrics import METRICS
+from bot.model import AskRecord, PostedMessage
+from bot.storage.store import LoadedAsk, Resolution
+from contract.envelopes import EscalationStep
+
+__all__ = ["Timers", "place"]
+
+log = logging.getLogger(__name__)
+
+
+class Timers(Room):
+    def __init__(self, shared: Shared, *, endings: Endings) -> None:
+        super().__init__(shared)
+        self.endings = endings
+
+    async def time_out(self, loaded: LoadedAsk) -> None:
+        await self.endings.end(
+            loaded.record,
+            results.timed_out(loaded.record),
+            actor=None,
+            event="timeout",
+            detail="deadline passed",
+            messages=loaded.messages,
+        )
+
+    def next_timer(self, rec: AskRecord, *, step: int, reminders: int) -> int | None:
+        candidates: list[int] = []
+        if rec.deadline_ms:
+            candidates.append(rec.deadline_ms)
+        if step < len(rec.escalate):
+            candidates.append(rec.created_ms + rec.escalate[step].after_ms)
+        if rec.remind_every_ms and reminders < rec.max_reminders:
+            candidates.append(rec.created_ms + rec.remind_every_ms * (reminders + 1))
+        return min(candidates) if candidates else None
+
+    async def schedule_next(self, rec: AskRecord, *, step: int, reminders: int) -> None:
+        at = self.next_timer(rec, step=step, reminders=reminders)
+        if at is None:
+            await self.store.unschedule(rec.ask_id, rec.tag)
+        else:
+            await self.store.schedule(rec.ask_id, rec.tag, at)
+
+    async def on_due_many(
+        self, due: Sequence[tuple[str, str]], now_ms: int, *, concurrency: int = 32
+    ) -> None:
+        """Timers fired for ``due`` ``(ask_id, tag)`` pairs. Timeouts, the bulk of the work, are
+        loaded, resolved and finalized a batch at a time (three round trips for the batch); the rest
+        (messages to finish, escalation, reminders) is handled one ask at a time."""
+        loaded_all = await self.store.load_many(due)
+        gone = [pair for pair, loaded in zip(due, loaded_all, strict=True) if loaded is None]
+        await self.store.unschedule_many(gone)
+        expired = [
+            loaded
+            for loaded in loaded_all
+            if loaded is not None
+            and loaded.state == "posted"
+            and loaded.record.deadline_ms
+            and now_ms >= loaded.record.deadline_ms
+        ]
+        rest = [loaded for loaded in loaded_all if loaded is not None and loaded not in expired]
+        slots = asyncio.Semaphore(concurrency)
+        await asyncio.gather(
+            self._time_out_many(expired, slots),
+            *(self._bounded(slots, self._on_due_loaded(loaded, now_ms)) for loaded in rest),
+        )
+
+    async def _time_out_many(self, expired: Sequence[LoadedAsk], slots: asyncio.Semaphore) -> None:
+        if not expired:
+            return
+
+        async def prepare(loaded: LoadedAsk) -> Resolution:
+            async with slots:
+                rec = loaded.record
+                bind_ask_id(rec.ask_id)
+                ending = results.timed_out(rec)
+                where = loaded.messages[-1] if loaded.messages else None
+                prefix = await self.endings.result_prefix(rec, ending, actor=None, where=where)
+                return Resolution(rec, ending.outcome, prefix, None, "timeout", "deadline passed")
+
+        resolutions = await asyncio.gather(*(prepare(loaded) for loaded in expired))
+        verdicts = await self.store.resolve_many(resolutions)
+        quiet: list[tuple[str, str, int]] = []
+        noisy: list[Awaitable[None]] = []
+        for resolution, verdict in zip(resolutions, verdicts, strict=True):
+            if verdict.verdict != "won" or verdict.result is None:
+                continue
+            METRICS.timeouts.inc()
+            METRICS.results.labels(outcome=resolution.outcome).inc()
+            rec = resolution.record
+            if verdict.messages:
+                noisy.append(
+                    self._bounded(
+                        slots, self.endings.finish_messages(rec, verdict.messages, verdict.result, None)
+                    )
+                )
+            else:
+                quiet.append((rec.ask_id, rec.tag, 0))
+        await asyncio.gather(self.store.finalize_many(quiet), *noisy)
+
+    @staticmethod
+    async def _bounded(slots: asyncio.Semaphore, work: Awaitable[None]) -> None:
+        async with slots:
+            await work
+
+    async def _on_due_loaded(self, loaded: LoadedAsk, now_ms: int) -> None:
+        """A timer fired for an ask that is not timing out: finish an ended ask's messages (finalize
+        removes the timer), wait for intake, escalate or remind."""
+        ask_id, tag = loaded.record.ask_id, loaded.record.tag
+        bind_ask_id(ask_id)
+        rec = loaded.record
+        if loaded.state == "ended":
+            if not loaded.finalized and loaded.result is not None:
+                await self.endings.finish_messages(rec, loaded.messages, loaded.result, loaded.by)
+            else:
+                await self.store.unschedule(ask_id, tag)
+            return
+        if loaded.state == "accepted":
+            # Still being delivered by intake (or its replica died: reclaim handles that). Look later.
+            await self.store.schedule(ask_id, tag, now_ms + 5_000)
+            return
+        step, reminders = loaded.step, loaded.reminders
+        if step < len(rec.escalate) and now_ms >= rec.created_ms + rec.escalate[step].after_ms:
+            await self._escalate(loaded, step, rec.escalate[step], now_ms)
+            step += 1
+        elif (
+            rec.remind_every_ms
+            and reminders < rec.max_reminders
+            and (now_ms >= rec.created_ms + rec.remind_every_ms * (reminders + 1))
+        ):
+            await self._remind(loaded, reminders, now_ms)
+            reminders += 1
+        await self.schedule_next(rec, step=step, reminders=reminders)
+
+    async def _escalate(self, loaded: LoadedAsk, step: int, how: EscalationStep, now_ms: int) -> None:
+        rec = loaded.record
+        where = place(how)
+        try:
+            target = await self.slack.target_for(channel=how.channel, user=how.user)
+            message = render.render_ask_message(rec, now_ms=now_ms, step=step + 1, mentions=how.mention)
+            ts = await self.slack.post(target, text=message.text, blocks=message.blocks)
+        except SlackError as exc:
+            log.warning("escalation step %d of %s failed: %s", step + 1, rec.ask_id, exc)
+            await self.store.advance(
+                rec.tag,
+                rec.ask_id,
+                counter="step",
+                expected=step,
+                event="escalation_failed",
+                actor=self.consumer,
+                detail=f"{where}: {exc}",
+            )
+            return
+        new = PostedMessage(channel=target.channel, ts=ts, step=step + 1)
+        await self.store.track_channel(target.channel, rec.ask_id, rec.tag)
+        outcome = await self.store.advance(
+            rec.tag,
+            rec.ask_id,
+            counter="step",
+            expected=step,
+            messages=[new],
+            event="escalated",
+            actor=self.consumer,
+            detail=where,
+        )
+        METRICS.escalations.inc()
+        if outcome == "ended":
+            fresh = await self.store.load(rec.tag, rec.ask_id)
+            if fresh is not None and fresh.result is not None:
+                await self.endings.finish_messages(rec, [*fresh.messages, new], fresh.result, fresh.by)
+            return
+        # Earlier messages stay answerable and say every place the ask went since.
+        for earlier in loaded.messages:
+            places = [place(s) for s in rec.escalate[earlier.step : step + 1]]
+            redrawn = render.render_ask_message(rec, now_ms=now_ms, step=earlier.step, elsewhere=places)
+            try:
+                await self.slack.update(earlier.channel, earlier.ts, text=redrawn.text, blocks=redrawn.blocks)
+            except SlackError as exc:
+                log.info("could not note the escalation on %s/%s: %s", earlier.channel, earlier.ts, exc)
+
+    async def _remind(self, loaded: LoadedAsk, reminders: int, now_ms: int) -> None:
+        rec = loaded.record
+        if not loaded.messages:
+            return
+        newest = loaded.messages[-1]
+        reminder = render.render_reminder(rec, number=reminders + 1, now_ms=now_ms)
+        try:
+            await self.slack.reply(newest.channel, newest.ts, text=reminder.text, blocks=reminder.blocks)
+        except SlackError as exc:
+            log.info("reminder for %s failed: %s", rec.ask_id, exc)
+        await self.store.advance(
+            rec.tag,
+            rec.ask_id,
+            counter="reminders",
+            expected=reminders,
+            event="reminded",
+            actor=self.consumer,
+            detail=f"reminder {reminders + 1}",
+        )
+
+
+def place(step: EscalationStep) -> str:
+    return f"#{step.channel}" if step.channel else f"@{step.user}"
