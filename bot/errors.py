@@ -2,9 +2,12 @@
 
 BotError
  ├── ConfigError          a setting or the policy file is wrong (names the setting/file/field)
+ │    └── SlackAuthError  Slack refused a token at start (names the setting and Slack's error)
+ ├── Deferred             a call would wait long for its rate limit: do other work, come back later
  ├── SlackError           a Slack Web API call failed for good
  │    ├── SlackPermanentError   Slack answered an error that retrying cannot fix (channel_not_found, ...)
- │    └── SlackUnreachableError Slack did not answer within the delivery window
+ │    ├── SlackUnreachableError Slack did not answer within the delivery window
+ │    └── SlackBusyError        the call could not be made before the lease covering it ends
  └── StoreError           Redis answered something the store did not expect
 """
 
@@ -13,6 +16,9 @@ from __future__ import annotations
 __all__ = [
     "BotError",
     "ConfigError",
+    "Deferred",
+    "SlackAuthError",
+    "SlackBusyError",
     "SlackError",
     "SlackPermanentError",
     "SlackUnreachableError",
@@ -26,6 +32,25 @@ class BotError(Exception):
 
 class ConfigError(BotError):
     """A setting or the policy file is missing or malformed; the message says which and what to do."""
+
+
+class SlackAuthError(ConfigError):
+    """Slack refused a token when ``serve`` checked it at start: the process ends (exit code 2)."""
+
+    def __init__(self, setting: str, error: str) -> None:
+        super().__init__(f"setting {setting}: Slack refused the token ({error})")
+        self.setting = setting
+        self.error = error
+
+
+class Deferred(BotError):
+    """A call would wait longer than its caller may hold its place (a busy channel's post limit):
+    nothing was reserved or sent; try again in ``retry_in_s``. ``key`` names the bucket."""
+
+    def __init__(self, retry_in_s: float, *, key: str) -> None:
+        super().__init__(f"rate limit of {key}: try again in {retry_in_s:.2f} s")
+        self.retry_in_s = retry_in_s
+        self.key = key
 
 
 class SlackError(BotError):
@@ -65,6 +90,14 @@ class SlackUnreachableError(SlackError):
     """Slack kept failing (network errors, 5xx) for the whole delivery window."""
 
     code = "slack_unreachable"
+
+
+class SlackBusyError(SlackError):
+    """Slack's rate limit (a ``Retry-After``, or the bot's own pacing) leaves no call before the lease
+    covering this work ends. Nothing was sent: the work is left to be taken again once its lease ends,
+    and never ended as ``unavailable`` for it (429s are waited out, never counted)."""
+
+    code = "slack_busy"
 
 
 class StoreError(BotError):

@@ -1,14 +1,23 @@
-"""The one gateway to Slack's Web API: retries, error mapping, small caches.
+"""The one gateway to Slack's Web API: pacing, retries, error mapping, small caches.
 
-* 429: waited out by slack_sdk's rate-limit retry handler (``Retry-After``); never a failure.
-* 5xx and network errors: retried with backoff until the delivery window ends, then
-  :class:`SlackUnreachableError` (protocol code ``slack_unreachable``).
+* Every call first takes its token (``bot.slack.pacing``): the bot waits for Slack's rate limits
+  instead of collecting 429s.
+* 429 (any body): waited out as ``Retry-After`` says; never counted against the delivery window,
+  but bounded, like every wait, by the ``deadline`` of the lease covering the call (a wait that would
+  outlive it raises :class:`SlackBusyError`, nothing sent).
+* 5xx, any non-JSON body (an HTML or text/plain page from Slack or a proxy), network errors and
+  timeouts: retried with backoff until the delivery window ends, then :class:`SlackUnreachableError`
+  (protocol code ``slack_unreachable``).
 * Any other ``ok: false``: :class:`SlackPermanentError` carrying Slack's error name.
+
+Requests go out on the client's aiohttp session with the client's token, base URL and timeout;
+the gateway reads status, headers and body itself, so no body shape can escape the retry path.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import time
@@ -16,14 +25,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
-from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.errors import SlackPermanentError, SlackUnreachableError
+from bot.errors import SlackAuthError, SlackBusyError, SlackPermanentError, SlackUnreachableError
 from bot.model import Target
+from bot.slack.pacing import Pacer, Priority
 
-__all__ = ["TRANSIENT_ERRORS", "SlackGateway", "make_client"]
+__all__ = ["TRANSIENT_ERRORS", "SlackGateway", "make_client", "permalink_for"]
 
 log = logging.getLogger(__name__)
 
@@ -38,84 +47,263 @@ TRANSIENT_ERRORS = frozenset(
         "team_added_to_org",
     }
 )
-_RATE_LIMIT_RETRIES = 100  # 429s are waited out, not counted against the delivery window
 _CACHE_S = 60.0  # user-group membership is cached for at most a minute (protocol section 7)
+_MIN_ATTEMPT_S = 0.05  # an attempt with less time than this before its deadline is not started
+_DEFAULT_RETRY_AFTER_S = 1.0  # a 429 without a readable Retry-After
 
 
 def make_client(token: str, base_url: str, *, timeout: int = 15) -> AsyncWebClient:
+    """The client Bolt and ``doctor`` use directly; the gateway only borrows its settings and session.
+    One 429 retry for Bolt's own calls; the gateway does its own, bounded, waiting."""
     return AsyncWebClient(
         token=token,
         base_url=base_url,
         timeout=timeout,
-        retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=_RATE_LIMIT_RETRIES)],
+        retry_handlers=[AsyncRateLimitErrorRetryHandler(max_retry_count=1)],
     )
 
 
+def permalink_for(workspace_url: str, channel: str, ts: str, *, thread_ts: str | None = None) -> str:
+    """Slack's permalink of a message, built as Slack builds it (no ``chat.getPermalink`` call):
+    ``https://<team>.slack.com/archives/<channel>/p<ts without its dot>``."""
+    link = f"{workspace_url.rstrip('/')}/archives/{channel}/p{ts.replace('.', '')}"
+    if thread_ts and thread_ts != ts:
+        link += f"?thread_ts={thread_ts}&cid={channel}"
+    return link
+
+
+def _retry_after(headers: Mapping[str, str]) -> float:
+    value = headers.get("Retry-After") or headers.get("retry-after")
+    try:
+        seconds = float(value) if value is not None else _DEFAULT_RETRY_AFTER_S
+    except ValueError:
+        seconds = _DEFAULT_RETRY_AFTER_S
+    return seconds if seconds >= 0 else _DEFAULT_RETRY_AFTER_S
+
+
+def _body_kind(data: Any, content_type: str) -> str:
+    if isinstance(data, dict):
+        return str(data.get("error") or "")
+    return f"({content_type or 'no'} body)" if data == "" else f"({content_type or 'non-JSON'} body)"
+
+
 class SlackGateway:
-    def __init__(self, client: AsyncWebClient, *, delivery_window_ms: int = 60_000) -> None:
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        *,
+        delivery_window_ms: int = 60_000,
+        pacer: Pacer | None = None,
+    ) -> None:
         self.client = client
         self.delivery_window_s = delivery_window_ms / 1000
+        self.pacer = pacer or Pacer(None)
+        self.workspace_url: str | None = None
+        """``https://<team>.slack.com/``, from ``auth.test`` at start: permalinks need no call."""
         self._groups: dict[str, tuple[float, frozenset[str]]] = {}
-        self._names: dict[str, tuple[float, str]] = {}
         self._bot_user_id: str | None = None
 
-    async def call(self, method: str, *, where: str | None = None, **params: Any) -> Mapping[str, Any]:
-        """Call ``method``; retry transient failures inside the delivery window."""
+    # -- the one way out --------------------------------------------------------------------
+
+    async def _send(
+        self, method: str, params: Mapping[str, Any], *, limit_s: float, token: str | None
+    ) -> tuple[int, Mapping[str, str], Any, str]:
+        """One HTTP attempt: status, headers, body (a dict when it is a JSON object, else its text)."""
+        session = self.client.session
+        own = session is None or session.closed
+        if own:
+            session = aiohttp.ClientSession()
+        assert session is not None
+        headers = {
+            "Authorization": f"Bearer {token or self.client.token}",
+            "Content-Type": "application/json;charset=utf-8",
+        }
+        try:
+            async with session.post(
+                f"{self.client.base_url}{method}",
+                data=json.dumps(params),
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=limit_s),
+            ) as response:
+                raw = await response.read()
+                text = raw.decode("utf-8", errors="replace")
+                try:
+                    data: Any = json.loads(text) if text else ""
+                except ValueError:
+                    data = text[:200]
+                return response.status, response.headers, data, response.content_type
+        finally:
+            if own:
+                await session.close()
+
+    async def call(
+        self,
+        method: str,
+        *,
+        where: str | None = None,
+        priority: Priority = "now",
+        deadline: float | None = None,
+        retry: bool = True,
+        channel_token: bool = False,
+        token: str | None = None,
+        **params: Any,
+    ) -> Mapping[str, Any]:
+        """Call ``method``; retry transient failures inside the delivery window.
+
+        ``deadline`` (``time.monotonic()``): the end of the lease covering this call; no wait and no
+        attempt outlives it (:class:`SlackBusyError`). ``retry=False``: one attempt, for paths with
+        a budget of their own (a form's ack). ``channel_token``: the post's channel token is already
+        taken (``take_post_token``)."""
         started = time.monotonic()
+        not_counted = 0.0  # time spent waiting for tokens and Retry-After: never counts as Slack failing
+        channel = str(params.get("channel") or "") or None
         attempt = 0
         while True:
             attempt += 1
+            before = time.monotonic()
+            if method == "chat.postMessage" and channel and not channel_token:
+                await self.pacer.take_channel(channel, priority=priority, deadline=deadline)
+            channel_token = False  # a retry takes a fresh channel token
+            await self.pacer.take(method, priority=priority, deadline=deadline)
+            not_counted += time.monotonic() - before
+            timeout = float(self.client.timeout)
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left < _MIN_ATTEMPT_S:
+                    raise self._busy(method, where, "no time left in its lease")
+                timeout = min(timeout, left)
+            retry_after: float | None = None
             try:
-                response = await self.client.api_call(method, json=params)
-                return response.data if isinstance(response.data, dict) else {}
-            except SlackApiError as exc:
-                error = str(exc.response.get("error") or "") if exc.response is not None else ""
-                status = exc.response.status_code if exc.response is not None else 0
-                if error and error not in TRANSIENT_ERRORS and status < 500:
-                    raise SlackPermanentError(error, method=method, where=where) from None
-                reason = f"HTTP {status} {error}".strip()
-            except (aiohttp.ClientError, TimeoutError, ConnectionError, ValueError) as exc:
-                # ValueError: a non-JSON body (an HTML error page from a proxy) is a transient failure too.
-                reason = f"{type(exc).__name__}: {exc}"
-            elapsed = time.monotonic() - started
-            if elapsed >= self.delivery_window_s:
+                status, headers, data, content_type = await self._send(
+                    method, params, limit_s=timeout, token=token
+                )
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                reason = f"{type(exc).__name__}: {exc}".rstrip(": ")
+            else:
+                if status == 200 and isinstance(data, dict) and data.get("ok") is True:
+                    return data
+                error = str(data.get("error") or "") if isinstance(data, dict) else ""
+                if status == 429 or error == "ratelimited":
+                    retry_after = _retry_after(headers)
+                    reason = f"HTTP {status} ratelimited, Retry-After {retry_after:g} s"
+                elif isinstance(data, dict) and error and status < 500 and error not in TRANSIENT_ERRORS:
+                    raise SlackPermanentError(error, method=method, where=where)
+                else:
+                    reason = f"HTTP {status} {_body_kind(data, content_type)}".strip()
+            now = time.monotonic()
+            if retry_after is not None:
+                if not retry or (deadline is not None and now + retry_after >= deadline):
+                    raise self._busy(method, where, reason)
+                log.info("slack %s rate limited; waiting %.2fs as Slack asks", method, retry_after)
+                await asyncio.sleep(retry_after)
+                not_counted += time.monotonic() - now
+                continue
+            counted = now - started - not_counted
+            if not retry or counted >= self.delivery_window_s:
                 raise SlackUnreachableError(
-                    f"Slack did not answer {method}{' for ' + where if where else ''} within "
+                    f"Slack did not answer {method}{' ' + where if where else ''} within "
                     f"{self.delivery_window_s:g} s (last: {reason})",
                     method=method,
                     where=where,
                 )
             delay = min(2.0 ** min(attempt, 5) * 0.25, 8.0) * (0.5 + random.random() / 2)
-            delay = min(delay, max(self.delivery_window_s - elapsed, 0.05))
+            delay = min(delay, max(self.delivery_window_s - counted, _MIN_ATTEMPT_S))
+            if deadline is not None and now + delay + _MIN_ATTEMPT_S >= deadline:
+                raise self._busy(method, where, reason)
             log.warning("slack %s failed (%s); retrying in %.2fs", method, reason, delay)
             await asyncio.sleep(delay)
 
+    @staticmethod
+    def _busy(method: str, where: str | None, reason: str) -> SlackBusyError:
+        place = f" {where}" if where else ""
+        return SlackBusyError(
+            f"Slack could not take {method}{place} before its lease ends (last: {reason})",
+            method=method,
+            where=where,
+        )
+
+    async def take_post_token(self, channel: str, *, priority: Priority = "post") -> None:
+        """Take a post's channel token now, or raise :class:`bot.errors.Deferred` when the channel is
+        busy (intake then handles other entries and comes back). Pass ``channel_token=True`` after."""
+        await self.pacer.take_channel(channel, priority=priority, defer=True)
+
+    # -- start ---------------------------------------------------------------------------
+
+    async def check_tokens(self, *, app_token: str | None = None) -> None:
+        """At start: the bot token with ``auth.test`` (which also gives the workspace URL permalinks
+        are built from) and, in Socket Mode, the app token with ``apps.connections.open``. A token
+        Slack refuses raises :class:`SlackAuthError`; Slack unreachable raises SlackUnreachableError."""
+        try:
+            data = await self.call("auth.test")
+        except SlackPermanentError as exc:
+            raise SlackAuthError("SLACK_BOT_TOKEN", exc.code) from None
+        self._identity(data)
+        if app_token is not None:
+            try:
+                # The URL handed out is single-use and short-lived; Bolt's handler opens its own.
+                await self.call("apps.connections.open", token=app_token)
+            except SlackPermanentError as exc:
+                raise SlackAuthError("SLACK_APP_TOKEN", exc.code) from None
+
+    def _identity(self, data: Mapping[str, Any]) -> None:
+        self._bot_user_id = str(data.get("user_id") or "") or None
+        url = str(data.get("url") or "")
+        self.workspace_url = url if url.startswith(("https://", "http://")) else None
+
+    async def permalink(self, channel: str, ts: str, *, thread_ts: str | None = None) -> str | None:
+        """The message's permalink, without a Slack call; None before ``check_tokens`` learnt the URL.
+        (Async for its callers' sake: an ask's ending never waits on Slack for it.)"""
+        if self.workspace_url is None:
+            return None
+        return permalink_for(self.workspace_url, channel, ts, thread_ts=thread_ts)
+
     # -- conversations -------------------------------------------------------------------
 
-    async def resolve_user(self, user: str) -> str:
+    async def resolve_user(
+        self, user: str, *, priority: Priority = "post", deadline: float | None = None
+    ) -> str:
         """A user id from ``U...``/``W...`` or an email address."""
         if "@" in user:
-            data = await self.call("users.lookupByEmail", email=user, where=f"for {user}")
+            data = await self.call(
+                "users.lookupByEmail", email=user, where=f"for {user}", priority=priority, deadline=deadline
+            )
             return str(data["user"]["id"])
         return user
 
-    async def open_dm(self, user: str) -> str:
-        user_id = await self.resolve_user(user)
-        data = await self.call("conversations.open", users=user_id, where=f"with {user_id}")
+    async def open_dm(self, user: str, *, priority: Priority = "post", deadline: float | None = None) -> str:
+        user_id = await self.resolve_user(user, priority=priority, deadline=deadline)
+        data = await self.call(
+            "conversations.open", users=user_id, where=f"with {user_id}", priority=priority, deadline=deadline
+        )
         return str(data["channel"]["id"])
 
     async def target_for(
-        self, *, channel: str | None, user: str | None, thread_ts: str | None = None
+        self,
+        *,
+        channel: str | None,
+        user: str | None,
+        thread_ts: str | None = None,
+        priority: Priority = "post",
+        deadline: float | None = None,
     ) -> Target:
         if channel is not None:
             return Target(channel=channel, thread_ts=thread_ts)
         assert user is not None
-        user_id = await self.resolve_user(user)
-        return Target(channel=await self.open_dm(user_id), user=user_id)
+        user_id = await self.resolve_user(user, priority=priority, deadline=deadline)
+        return Target(channel=await self.open_dm(user_id, priority=priority, deadline=deadline), user=user_id)
 
     # -- messages ------------------------------------------------------------------------
 
-    async def post(self, target: Target, *, text: str, blocks: list[dict[str, Any]]) -> str:
+    async def post(
+        self,
+        target: Target,
+        *,
+        text: str,
+        blocks: list[dict[str, Any]],
+        priority: Priority = "post",
+        deadline: float | None = None,
+        channel_token: bool = False,
+    ) -> str:
         params: dict[str, Any] = {
             "channel": target.channel,
             "text": text,
@@ -125,11 +313,25 @@ class SlackGateway:
         }
         if target.thread_ts:
             params["thread_ts"] = target.thread_ts
-        data = await self.call("chat.postMessage", where=f"to {target.channel}", **params)
+        data = await self.call(
+            "chat.postMessage",
+            where=f"to {target.channel}",
+            priority=priority,
+            deadline=deadline,
+            channel_token=channel_token,
+            **params,
+        )
         return str(data["ts"])
 
     async def reply(
-        self, channel: str, thread_ts: str, *, text: str, blocks: list[dict[str, Any]] | None = None
+        self,
+        channel: str,
+        thread_ts: str,
+        *,
+        text: str,
+        blocks: list[dict[str, Any]] | None = None,
+        priority: Priority = "remind",
+        deadline: float | None = None,
     ) -> str:
         params: dict[str, Any] = {
             "channel": channel,
@@ -139,26 +341,40 @@ class SlackGateway:
         }
         if blocks:
             params["blocks"] = blocks
-        data = await self.call("chat.postMessage", where=f"in a thread of {channel}", **params)
+        data = await self.call(
+            "chat.postMessage",
+            where=f"in a thread of {channel}",
+            priority=priority,
+            deadline=deadline,
+            **params,
+        )
         return str(data["ts"])
 
-    async def update(self, channel: str, ts: str, *, text: str, blocks: list[dict[str, Any]]) -> None:
+    async def update(
+        self,
+        channel: str,
+        ts: str,
+        *,
+        text: str,
+        blocks: list[dict[str, Any]],
+        priority: Priority = "now",
+        deadline: float | None = None,
+    ) -> None:
         await self.call(
-            "chat.update", where=f"for {channel}/{ts}", channel=channel, ts=ts, text=text, blocks=blocks
+            "chat.update",
+            where=f"for {channel}/{ts}",
+            priority=priority,
+            deadline=deadline,
+            channel=channel,
+            ts=ts,
+            text=text,
+            blocks=blocks,
         )
 
     async def ephemeral(self, channel: str, user: str, text: str) -> None:
         await self.call(
             "chat.postEphemeral", where=f"to {user} in {channel}", channel=channel, user=user, text=text
         )
-
-    async def permalink(self, channel: str, ts: str) -> str | None:
-        try:
-            data = await self.call("chat.getPermalink", channel=channel, message_ts=ts)
-        except (SlackPermanentError, SlackUnreachableError):
-            return None
-        link = data.get("permalink")
-        return str(link) if link else None
 
     # -- modals --------------------------------------------------------------------------
 
@@ -167,12 +383,27 @@ class SlackGateway:
 
     # -- people --------------------------------------------------------------------------
 
-    async def usergroup_members(self, group: str) -> frozenset[str]:
+    def cached_members(self, group: str) -> frozenset[str] | None:
+        """A user group's members when read less than a minute ago, else None (no Slack call)."""
         cached = self._groups.get(group)
-        now = time.monotonic()
-        if cached is not None and now - cached[0] < _CACHE_S:
+        if cached is not None and time.monotonic() - cached[0] < _CACHE_S:
             return cached[1]
-        data = await self.call("usergroups.users.list", usergroup=group, where=f"for {group}")
+        return None
+
+    async def usergroup_members(self, group: str, *, budget_s: float | None = None) -> frozenset[str]:
+        """A user group's members (cached for a minute). ``budget_s``: one attempt within that time,
+        for a path that must answer Slack quickly (a form's ack)."""
+        cached = self.cached_members(group)
+        if cached is not None:
+            return cached
+        now = time.monotonic()
+        data = await self.call(
+            "usergroups.users.list",
+            usergroup=group,
+            where=f"for {group}",
+            retry=budget_s is None,
+            deadline=None if budget_s is None else now + budget_s,
+        )
         members = frozenset(str(u) for u in data.get("users") or [])
         self._groups[group] = (now, members)
         return members
@@ -181,7 +412,7 @@ class SlackGateway:
         if self._bot_user_id is None:
             try:
                 data = await self.call("auth.test")
-            except (SlackPermanentError, SlackUnreachableError):
+            except (SlackPermanentError, SlackUnreachableError, SlackBusyError):
                 return None
-            self._bot_user_id = str(data.get("user_id") or "") or None
+            self._identity(data)
         return self._bot_user_id

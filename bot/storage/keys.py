@@ -8,6 +8,9 @@ Shared keys (one per deployment):
 ``P:due``              zset    member ``"<ask_id> <tag>"``, score = next timer (ms, Redis time)
 ``P:id:<ask_id>``      string  the ask's slot tag: finds an ask from its id alone (status, resend)
 ``P:chan:<channel>``   set     ``"<ask_id> <tag>"`` of asks posted there (to dismiss on archive)
+``P:rate:<method>``    string  Slack pacing: one token bucket per Web API method (``rate.lua``)
+``P:rate:<m>:<chan>``  string  ... and per channel for ``chat.postMessage``; each bucket is one key,
+                               in its own slot on Cluster (no braces), gone when the bucket is full
 =====================  ======  ===================================================================
 
 Per-ask keys, all in the hash slot of the ask's ``reply_to`` (protocol section 1), so one Lua
@@ -119,6 +122,26 @@ class Keys:
 
     def index(self, ask_id: str) -> str:
         return f"{self.prefix}:id:{ask_id}"
+
+    @property
+    def replies(self) -> str:
+        """The namespace under ``P:`` the bot keeps for agents' reply lists and never uses itself."""
+        return f"{self.prefix}:reply:"
+
+    def reply_to_problem(self, reply_to: str) -> str | None:
+        """Why ``reply_to`` may not be used (protocol section 1), or None: no key of the bot's own."""
+        if reply_to.startswith(f"{self.prefix}:") and not reply_to.startswith(self.replies):
+            return (
+                f"reply_to must not name a key under {self.prefix}: (the bot's own keys) "
+                f"unless it starts with {self.replies}"
+            )
+        return None
+
+    def rate(self, method: str, channel: str | None = None) -> str:
+        """The token bucket of ``method`` (workspace-wide), or of ``method`` in one ``channel``."""
+        # Braces would pull the key into another key's slot; Slack ids and method names have none.
+        name = f"{method}:{channel}" if channel else method
+        return f"{self.prefix}:rate:{name.replace('{', '(').replace('}', ')')}"
 
     def for_ask(self, tag: str, ask_id: str) -> AskKeys:
         base = f"{self.prefix}:{{{tag}}}"
