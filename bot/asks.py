@@ -12,6 +12,7 @@ from typing import Literal
 from bot.config import Policy, Settings
 from bot.model import AskRecord
 from contract import ContractError, normalize_ask_request, normalize_rich_form
+from contract.approval import approval_problem
 from contract.envelopes import AskEnvelope, Route
 
 __all__ = ["Rejection", "build_record", "route_text"]
@@ -76,6 +77,13 @@ def build_record(env: AskEnvelope, *, tag: str, created_ms: int, settings: Setti
             "name who may approve it, or have the operator set SLACK_ASK_OPEN_SECURITY_ASKS=true",
         )
 
+    approval = env.approval if env.approval is not None else policy.approval
+    on_timeout = env.on_timeout or policy.on_timeout or settings.defaults.on_timeout
+    if approval is not None:
+        problem = approval_problem(approval, format=env.format, request=request, on_timeout=on_timeout)
+        if problem is not None:
+            return Rejection("error", "invalid_envelope", problem)
+
     if route is None:
         route = settings.default_route
 
@@ -101,10 +109,11 @@ def build_record(env: AskEnvelope, *, tag: str, created_ms: int, settings: Setti
         requester=env.requester,
         created_ms=created_ms,
         deadline_ms=created_ms + timeout if timeout else None,
-        on_timeout=env.on_timeout or policy.on_timeout or defaults.on_timeout,
+        on_timeout=on_timeout,
         escalate=list(env.escalate) if env.escalate else list(policy.escalate or []),
         remind_every_ms=remind or None,
         max_reminders=policy.max_reminders if policy.max_reminders is not None else defaults.max_reminders,
+        approval=approval,
     )
     if route is None:
         return Rejection(

@@ -24,7 +24,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.durations import parse_duration
 from bot.errors import ConfigError
-from contract.envelopes import EscalationStep, Responders, Route
+from contract.envelopes import Approval, EscalationStep, Responders, Route
 
 __all__ = [
     "Defaults",
@@ -60,6 +60,8 @@ class Policy(_Strict):
     escalate: list[EscalationStep] | None = None
     remind_every_ms: int | None = Field(default=None, ge=0)
     max_reminders: int | None = Field(default=None, ge=0, le=100)
+    approval: Approval | None = None
+    """Several people must agree (protocol section 13); an ask's own ``approval`` overrides it."""
 
     @field_validator("timeout_ms", "remind_every_ms", mode="before")
     @classmethod

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contract.envelopes import EscalationStep, Requester, Responders, Route
+from contract.envelopes import Approval, EscalationStep, Requester, Responders, Route
 from contract.question import AskRequest
 from contract.rich import RichForm
 
@@ -74,6 +74,8 @@ class AskRecord(_Rec):
     escalate: list[EscalationStep] = Field(default_factory=list)
     remind_every_ms: int | None = None
     max_reminders: int = 3
+    approval: Approval | None = None
+    """Several people must agree (protocol section 13); the policy's when the ask names none."""
 
     @property
     def question_count(self) -> int:

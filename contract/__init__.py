@@ -8,8 +8,14 @@ this package imports only the standard library and pydantic.
 """
 
 from contract._js import to_json
+from contract.approval import approval_problem, tally
 from contract.envelopes import (
+    APPROVAL_MAX,
+    APPROVAL_MIN,
+    APPROVAL_NO_DEFAULT,
+    APPROVAL_NOT_RICH,
     ASK_ID_PATTERN,
+    Approval,
     AskEnvelope,
     CancelEnvelope,
     EnvelopeError,
@@ -23,6 +29,7 @@ from contract.envelopes import (
     ResultError,
     ResultResponder,
     ResultSlack,
+    ResultVote,
     Route,
     parse_ask_envelope,
     parse_cancel_envelope,
@@ -68,6 +75,10 @@ from contract.rich import (
 from contract.timeout import TIMEOUT_DEFAULT_NOTE, TIMEOUT_ERROR_MESSAGE, TimeoutPolicy, apply_timeout_policy
 
 __all__ = [
+    "APPROVAL_MAX",
+    "APPROVAL_MIN",
+    "APPROVAL_NOT_RICH",
+    "APPROVAL_NO_DEFAULT",
     "ASK_ID_PATTERN",
     "CANCELLED_FORM_TEXT",
     "DEGRADED_NOTE",
@@ -78,6 +89,7 @@ __all__ = [
     "TIMEOUT_ERROR_MESSAGE",
     "UNAVAILABLE_WARNING",
     "AnswerLike",
+    "Approval",
     "AskDelivery",
     "AskEnvelope",
     "AskRequest",
@@ -104,6 +116,7 @@ __all__ = [
     "ResultError",
     "ResultResponder",
     "ResultSlack",
+    "ResultVote",
     "RichAnswer",
     "RichForm",
     "RichFormResult",
@@ -113,6 +126,7 @@ __all__ = [
     "Surface",
     "TimeoutPolicy",
     "apply_timeout_policy",
+    "approval_problem",
     "build_details",
     "build_rich_answer",
     "format_rich_answers",
@@ -121,5 +135,6 @@ __all__ = [
     "normalize_rich_form",
     "parse_ask_envelope",
     "parse_cancel_envelope",
+    "tally",
     "to_json",
 ]

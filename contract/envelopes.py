@@ -18,13 +18,20 @@ from pydantic import (
     ConfigDict,
     Field,
     Strict,
+    StrictBool,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
 __all__ = [
+    "APPROVAL_MAX",
+    "APPROVAL_MIN",
+    "APPROVAL_NOT_RICH",
+    "APPROVAL_NO_DEFAULT",
     "ASK_ID_PATTERN",
+    "Approval",
     "AskEnvelope",
     "CancelEnvelope",
     "EnvelopeError",
@@ -38,6 +45,7 @@ __all__ = [
     "ResultError",
     "ResultResponder",
     "ResultSlack",
+    "ResultVote",
     "Route",
     "parse_ask_envelope",
     "parse_cancel_envelope",
@@ -48,6 +56,15 @@ _ASK_ID_RE = re.compile(ASK_ID_PATTERN)
 _REPLY_TO_RE = re.compile(r"^\S{1,512}$")
 _MENTION_RE = re.compile(r"^[UWS][A-Z0-9]{2,}$")
 _SLACK_ID_RE = re.compile(r"^[A-Z][A-Z0-9]{2,}$")
+_USER_ID_RE = re.compile(r"^[UW][A-Z0-9]{2,}$")
+_EMAIL_RE = re.compile(r"^[^\s@<>|]+@[^\s@<>|]+\.[^\s@<>|]+$")
+APPROVAL_MIN = 2
+APPROVAL_MAX = 20
+
+APPROVAL_NOT_RICH = "only a pi-question ask can need approvals (format is rich)"
+APPROVAL_NO_DEFAULT = (
+    'an approval never defaults, so on_timeout "recommended" is not allowed (use "cancel" or "error")'
+)
 
 Outcome = Literal["answered", "cancelled", "timeout", "dismissed", "unavailable", "error"]
 EnvelopeErrorCode = Literal["invalid_envelope", "unsupported_version"]
@@ -136,6 +153,15 @@ class Requester(_In):
     session: str | None = Field(default=None, max_length=200)
     title: str | None = Field(default=None, max_length=500)
     url: str | None = Field(default=None, max_length=2000)
+    user: str | None = Field(default=None, min_length=1, max_length=254)
+    """The Slack user id (U.../W...) or e-mail of the person the agent acts for (section 13)."""
+
+    @field_validator("user")
+    @classmethod
+    def _user_or_email(cls, value: str | None) -> str | None:
+        if value is not None and not (_USER_ID_RE.fullmatch(value) or _EMAIL_RE.fullmatch(value)):
+            raise ValueError("user must be a Slack user id (like U0123ABCD) or an e-mail address")
+        return value
 
     @field_validator("url")
     @classmethod
@@ -174,6 +200,26 @@ class EscalationStep(_In):
         return self
 
 
+class Approval(_In):
+    """Several people must agree (protocol section 13)."""
+
+    count: JsonInt = Field(ge=APPROVAL_MIN, le=APPROVAL_MAX)
+    """How many distinct eligible people must pick the same option."""
+    veto: list[JsonInt] = Field(default_factory=list, max_length=12)
+    """Option indexes (0-based) a single vote for which ends the ask at once."""
+    exclude_requester: StrictBool = True
+    """The person named by ``requester.user`` may not vote."""
+
+    @field_validator("veto")
+    @classmethod
+    def _distinct_indexes(cls, value: list[int]) -> list[int]:
+        if any(i < 0 for i in value):
+            raise ValueError("veto lists option indexes, which start at 0")
+        if len(set(value)) != len(value):
+            raise ValueError("veto lists each option index once")
+        return value
+
+
 class AskEnvelope(_In):
     """The ``ask`` field of an ``XADD P:asks`` entry (protocol section 2)."""
 
@@ -198,6 +244,21 @@ class AskEnvelope(_In):
     escalate: list[EscalationStep] = Field(default_factory=list, max_length=10)
     remind_every_ms: JsonInt | None = Field(default=None, ge=0)
     """Interval of thread reminders while pending (raised to the configured floor)."""
+    approval: Approval | None = None
+    """Several people must agree; section 13."""
+
+    @field_validator("approval")
+    @classmethod
+    def _approval_rules(cls, value: Approval | None, info: ValidationInfo) -> Approval | None:
+        # The rules the envelope alone can decide (format and on_timeout are declared before
+        # approval, so they are in info.data); the ones that need the normalized question and the
+        # merged policy are contract.approval.approval_problem, run after both.
+        if value is not None:
+            if info.data.get("format") == "rich":
+                raise ValueError(APPROVAL_NOT_RICH)
+            if info.data.get("on_timeout") == "recommended":
+                raise ValueError(APPROVAL_NO_DEFAULT)
+        return value
 
 
 class CancelEnvelope(_In):
@@ -240,6 +301,15 @@ class ResultError(_Out):
     message: str
 
 
+class ResultVote(_Out):
+    """The final vote of one person on an approval (section 13)."""
+
+    user: ResultResponder
+    selected: list[int]
+    at: str
+    """When this vote was cast (RFC 3339 UTC, Redis time)."""
+
+
 class ResultEnvelope(_Out):
     """The one result an ask gets. Every field is always present (null when empty)."""
 
@@ -252,6 +322,8 @@ class ResultEnvelope(_Out):
     details: dict[str, Any]
     delivery: ResultDelivery
     responder: ResultResponder | None = None
+    votes: list[ResultVote] | None = None
+    """Section 13: the final vote of each person in the order cast; null for asks without approval."""
     slack: ResultSlack | None = None
     error: ResultError | None = None
     created_at: str | None = None

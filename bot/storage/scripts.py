@@ -7,7 +7,16 @@ from importlib import resources
 
 __all__ = ["SCRIPT_NAMES", "script_source"]
 
-SCRIPT_NAMES = ("accept", "advance", "claim_due", "finalize", "posted", "resolve", "schedule_in")
+SCRIPT_NAMES = (
+    "accept",
+    "advance",
+    "claim_due",
+    "finalize",
+    "posted",
+    "resolve",
+    "schedule_in",
+    "vote",
+)
 
 
 @functools.cache

@@ -33,6 +33,8 @@ __all__ = [
     "Resolution",
     "ResolveVerdict",
     "Store",
+    "Vote",
+    "VoteVerdict",
     "iso_ms",
 ]
 
@@ -52,6 +54,14 @@ def iso_ms(ms: int) -> str:
 
 def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _votes(stored: str | None) -> list[dict[str, Any]]:
+    """The hash's ``votes`` field (see vote.lua) in the result's form."""
+    out: list[dict[str, Any]] = []
+    for v in json.loads(stored) if stored else []:
+        out.append({"user": json.loads(v["user"]), "selected": [int(v["s"])], "at": str(v["at"])})
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +94,31 @@ class ResolveVerdict:
 
 
 @dataclass(frozen=True, slots=True)
+class Vote:
+    """One click on an approval ask (protocol section 13), ready for the vote script."""
+
+    record: AskRecord
+    voter: dict[str, Any]
+    """The voter as the result shows them: ``{"id", "name"}``."""
+    option: int
+    result_prefix: str
+    """The result should this vote decide (the usual single-question result for ``option``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class VoteVerdict:
+    """``won``: this vote decided (``result``, ``messages`` as for resolve); ``counted``: recorded,
+    undecided; ``same``: a repeat of the voter's current vote, nothing changed; ``ended``, ``late``,
+    ``missing``: refused, nothing changed. ``votes`` is the result-form list after the vote."""
+
+    verdict: Literal["won", "counted", "same", "ended", "late", "missing"]
+    votes: list[dict[str, Any]] = field(default_factory=list)
+    result: dict[str, Any] | None = None
+    messages: list[PostedMessage] = field(default_factory=list)
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class LoadedAsk:
     record: AskRecord
     state: AskState
@@ -95,6 +130,8 @@ class LoadedAsk:
     by: str | None
     resolved_ms: int | None
     finalized: bool
+    votes: list[dict[str, Any]] | None = None
+    """Approval asks: the votes so far, as the result will show them (None without approval)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,9 +464,50 @@ class Store:
                     r.event,
                     r.detail,
                     "",
+                    "[]" if record.approval is not None else "null",
                 ],
             ),
         ]
+
+    async def vote(self, vote: Vote) -> VoteVerdict:
+        """Record ``vote`` and decide, in one atomic step in the ask's slot (``vote.lua``).
+
+        As for ``resolve``, the clean-up timer goes first, in case this vote decides and the process
+        dies before the Slack messages are updated; on an undecided vote it merely fires early, and
+        the sweeper sets the ask's next timer again."""
+        record = vote.record
+        assert record.approval is not None, "vote() is for approval asks"
+        k = self.ask_keys(record.tag, record.ask_id)
+        member = due_member(record.ask_id, record.tag)
+        replies = await self._run(
+            [
+                self._script(
+                    "schedule_in", [self.keys.due], [self.finalize_after_ms, member, "keep_earlier"]
+                ),
+                self._script(
+                    "vote",
+                    [k.ask, k.audit, record.reply_to],
+                    [
+                        str(vote.voter["id"]),
+                        json.dumps(vote.voter, ensure_ascii=True, separators=(",", ":")),
+                        vote.option,
+                        record.approval.count,
+                        "1" if vote.option in record.approval.veto else "0",
+                        vote.result_prefix,
+                        self.retention_ms,
+                    ],
+                ),
+            ]
+        )
+        reply = [_s(x) for x in replies[-1]]
+        verdict = reply[0]
+        if verdict == "won":
+            result = json.loads(reply[1])
+            msgs = [PostedMessage.model_validate(m) for m in json.loads(reply[2] or "[]") or []]
+            return VoteVerdict("won", list(result.get("votes") or []), result, msgs)
+        if verdict in ("counted", "same"):
+            return VoteVerdict(verdict, json.loads(reply[1]))  # type: ignore[arg-type]
+        return VoteVerdict(verdict, detail=reply[1] if len(reply) > 1 else "")  # type: ignore[arg-type]
 
     @staticmethod
     def _resolved(raw: Any) -> ResolveVerdict:
@@ -516,10 +594,11 @@ class Store:
         h = {_s(a): _s(b) for a, b in raw.items()}
         if "rec" not in h:
             raise StoreError(f"ask record {key} has no 'rec' field; was it written by something else?")
+        # json.loads, not model_validate_json: a text cut at 4000 UTF-16 units may end in half a
+        # surrogate pair (as upstream keeps it), which only the stdlib parser accepts.
+        record = AskRecord.model_validate(json.loads(h["rec"]))
         return LoadedAsk(
-            # json.loads, not model_validate_json: a text cut at 4000 UTF-16 units may end in half a
-            # surrogate pair (as upstream keeps it), which only the stdlib parser accepts.
-            record=AskRecord.model_validate(json.loads(h["rec"])),
+            record=record,
             state=h.get("state", "accepted"),  # type: ignore[arg-type]
             messages=[PostedMessage.model_validate(m) for m in json.loads(h.get("msgs") or "[]") or []],
             step=int(h.get("step") or 0),
@@ -529,6 +608,7 @@ class Store:
             by=h.get("by") or None,
             resolved_ms=int(h["resolved_ms"]) if h.get("resolved_ms") else None,
             finalized=h.get("finalized") == "1",
+            votes=_votes(h.get("votes")) if record.approval is not None else None,
         )
 
     # -- timers ----------------------------------------------------------------------------

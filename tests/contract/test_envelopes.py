@@ -317,6 +317,7 @@ class TestResultEnvelope:
             "details": {},
             "delivery": {"surface": "none", "degraded": False},
             "responder": None,
+            "votes": None,
             "slack": None,
             "error": None,
             "created_at": None,

@@ -21,7 +21,7 @@ SPEC_NAMES = {
     "AskEnvelope", "CancelEnvelope", "ResultEnvelope",
     "EnvelopeError", "parse_ask_envelope", "parse_cancel_envelope", "build_rich_answer",
 }  # fmt: skip
-PUBLIC_MODULES = ["envelopes", "errors", "narrate", "normalize", "question", "rich", "timeout"]
+PUBLIC_MODULES = ["approval", "envelopes", "errors", "narrate", "normalize", "question", "rich", "timeout"]
 FORBIDDEN = ["slack_bolt", "slack_sdk", "redis", "bot", "aiohttp", "fakeredis"]
 
 

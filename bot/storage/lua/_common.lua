@@ -32,3 +32,38 @@ local function audit(key, at, event, by, detail, ttl)
   redis.call('LTRIM', key, -200, -1)  -- bot.keys.AUDIT_MAX
   redis.call('PEXPIRE', key, ttl)
 end
+
+-- The ask's votes as the result's `votes` field (protocol section 13): the final vote of each
+-- person in the order cast. `stored` is the hash's 'votes' field (nil before the first vote);
+-- `none` is what an ask without one gives ('null' for asks without approval, '[]' for approvals).
+-- Built by hand, not by cjson, so that keys keep the protocol's order and an empty list is [].
+local function votes_json(stored, none)
+  if not stored then return none end
+  local parts = {}
+  for _, v in ipairs(cjson.decode(stored)) do
+    table.insert(parts, '{"user":' .. v.user .. ',"selected":[' .. string.format('%d', v.s) ..
+      '],"at":"' .. v.at .. '"}')
+  end
+  return '[' .. table.concat(parts, ',') .. ']'
+end
+
+-- End a pending ask: state, stored result, the one push onto reply_to and the audit entry, in the
+-- caller's atomic step. The only place a result is written (resolve.lua and vote.lua call it).
+-- `prefix` is the result JSON up to and including '"resolved_at":' (bot.results.result_prefix);
+-- `votes` is inserted just before resolved_at, and the Redis time closes the object.
+-- keys: {ask hash, audit list, reply_to}. Returns {'won', result, msgs}.
+local RESOLVED_AT = '"resolved_at":'
+local function write_result(keys, now, outcome, prefix, votes, actor, retention, event, detail)
+  if string.sub(prefix, -#RESOLVED_AT) ~= RESOLVED_AT then
+    return redis.error_reply('result prefix must end with ' .. RESOLVED_AT)
+  end
+  local head = string.sub(prefix, 1, #prefix - #RESOLVED_AT)
+  local result = head .. '"votes":' .. votes .. ',' .. RESOLVED_AT .. '"' .. iso(now) .. '"}'
+  redis.call('HSET', keys[1], 'state', 'ended', 'outcome', outcome, 'result', result,
+    'by', actor, 'resolved_ms', now, 'finalized', 0)
+  redis.call('PEXPIRE', keys[1], retention)
+  redis.call('RPUSH', keys[3], result)
+  redis.call('PEXPIRE', keys[3], retention)
+  audit(keys[2], now, event, actor, detail, retention)
+  return {'won', result, redis.call('HGET', keys[1], 'msgs')}
+end

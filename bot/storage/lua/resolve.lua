@@ -1,13 +1,14 @@
--- RESOLVE: the only writer of results. Compare-and-set on the ask's state, and the result push
--- onto reply_to in the same atomic step: exactly one result per ask, whoever races.
+-- RESOLVE: end an ask. Compare-and-set on the ask's state, and the result push onto reply_to in
+-- the same atomic step (write_result, shared with vote.lua): exactly one result per ask, whoever races.
 -- KEYS[1] ask hash, KEYS[2] audit list, KEYS[3] reply_to list
 -- ARGV[1] outcome, ARGV[2] result JSON without its closing: it ends with '"resolved_at":' and
---         this script appends the Redis-time timestamp and '}',
+--         write_result inserts the votes, the Redis-time timestamp and '}',
 -- ARGV[3] actor id ('' = none), ARGV[4] retention_ms, ARGV[5] refuse_after_deadline ('1'/'0'),
--- ARGV[6] audit event, ARGV[7] audit detail, ARGV[8] expected state ('' = any pending state)
+-- ARGV[6] audit event, ARGV[7] audit detail, ARGV[8] expected state ('' = any pending state),
+-- ARGV[9] the votes of an ask nobody voted on: 'null' (no approval) or '[]' (approval)
 -- Returns {'won', result, msgs} | {'ended', outcome} | {'late', deadline} | {'missing'} | {'moved', state}
 local now = now_ms()
-local f = redis.call('HMGET', KEYS[1], 'state', 'deadline_ms', 'outcome')
+local f = redis.call('HMGET', KEYS[1], 'state', 'deadline_ms', 'outcome', 'votes')
 local state = f[1]
 if not state then return {'missing'} end
 if state == 'ended' then
@@ -20,12 +21,5 @@ if ARGV[5] == '1' and deadline > 0 and now >= deadline then
   audit(KEYS[2], now, 'refused_late', ARGV[3], ARGV[6], tonumber(ARGV[4]) + 86400000)
   return {'late', tostring(deadline)}
 end
-local result = ARGV[2] .. '"' .. iso(now) .. '"}'
-local retention = tonumber(ARGV[4])
-redis.call('HSET', KEYS[1], 'state', 'ended', 'outcome', ARGV[1], 'result', result,
-  'by', ARGV[3], 'resolved_ms', now, 'finalized', 0)
-redis.call('PEXPIRE', KEYS[1], retention)
-redis.call('RPUSH', KEYS[3], result)
-redis.call('PEXPIRE', KEYS[3], retention)
-audit(KEYS[2], now, ARGV[6], ARGV[3], ARGV[7], retention)
-return {'won', result, redis.call('HGET', KEYS[1], 'msgs')}
+return write_result(KEYS, now, ARGV[1], ARGV[2], votes_json(f[4], ARGV[9] or 'null'), ARGV[3],
+  tonumber(ARGV[4]), ARGV[6], ARGV[7])
