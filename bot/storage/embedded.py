@@ -1,8 +1,8 @@
 """A Redis for trying slack-ask and for tests on machines without one.
 
 Order of preference: a ``redis-server`` binary on a free loopback port (real Redis, nothing kept on
-disk); else fakeredis's TCP server in a background thread (Lua through lupa). Callers say which one
-they got, so nobody mistakes the fallback for a real server.
+disk); else fakeredis's TCP server in a background thread (Lua through lupa; the ``demo`` extra).
+Callers say which one they got, so nobody mistakes the fallback for a real server.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from bot.errors import ConfigError
 
 __all__ = ["EmbeddedRedis", "free_port", "redis_answers", "start_embedded_redis"]
 
@@ -96,7 +98,14 @@ def _start_redis_server(binary: str) -> EmbeddedRedis:
 
 
 def _start_fakeredis() -> EmbeddedRedis:
-    from fakeredis import TcpFakeServer
+    try:
+        from fakeredis import TcpFakeServer
+    except ImportError:
+        # fakeredis is the demo extra, not a runtime dependency: say what to do in one line.
+        raise ConfigError(
+            "no usable redis-server on PATH and fakeredis is not installed: install redis-server, "
+            "set REDIS_URL, or pip install 'slack-ask[demo]'"
+        ) from None
 
     port = free_port()
     server = TcpFakeServer(("127.0.0.1", port), server_type="redis")

@@ -1,0 +1,70 @@
+"""What the package asks pip for, and what the demo says when its Redis fallback is not installed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _pyproject() -> dict[str, object]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def _names(requirements: object) -> dict[str, str]:
+    assert isinstance(requirements, list)
+    out: dict[str, str] = {}
+    for req in requirements:
+        assert isinstance(req, str)
+        name = req.split(">", 1)[0].split("<", 1)[0].split("=", 1)[0].split("[", 1)[0].strip()
+        out[name] = req
+    return out
+
+
+def test_a_production_install_does_not_pull_in_fakeredis_but_the_demo_extra_does() -> None:
+    project = _pyproject()["project"]
+    assert isinstance(project, dict)
+    assert "fakeredis" not in _names(project["dependencies"])
+    extras = project["optional-dependencies"]
+    assert isinstance(extras, dict)
+    assert _names(extras["demo"])["fakeredis"].startswith("fakeredis[lua]")
+
+
+def test_mcp_1_is_refused_and_setuptools_reads_an_spdx_license() -> None:
+    data = _pyproject()
+    project = data["project"]
+    assert isinstance(project, dict)
+    assert _names(project["dependencies"])["mcp"] == "mcp>=2,<3"
+    build = data["build-system"]
+    assert isinstance(build, dict)
+    assert "setuptools>=77" in build["requires"]
+    assert project["license"] == "MIT"
+
+
+def test_the_makefile_installs_the_demo_extra_for_make_demo_and_the_tests() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert "pip install -q -e '.[demo,dev]'" in makefile
+
+
+def test_the_demo_without_redis_server_or_fakeredis_says_so_in_one_line() -> None:
+    # No redis-server on PATH, no REDIS_URL, and fakeredis made unimportable (as when the demo extra
+    # is not installed): one line on stderr and exit status 2, never a traceback.
+    code = (
+        "import sys; sys.modules['fakeredis'] = None\n"
+        "from bot.cli import main\n"
+        "sys.exit(main(['demo', '--port', '0', '--no-sample']))\n"
+    )
+    env = {"HOME": os.environ.get("HOME", "/tmp"), "PATH": "/nonexistent"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=50
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines == [
+        "slack-ask demo: no usable redis-server on PATH and fakeredis is not installed: install "
+        "redis-server, set REDIS_URL, or pip install 'slack-ask[demo]'"
+    ]
