@@ -50,6 +50,10 @@ def redis_url() -> str:
     return _REDIS_URL
 
 
+REDIS_IS_FAKE = _EMBEDDED is not None and _EMBEDDED.kind == "fakeredis"
+"""True when the tests run on fakeredis's TCP server (no Redis and no ``redis-server`` here)."""
+
+
 @pytest.fixture
 def prefix() -> str:
     """A key prefix no other test uses."""
@@ -114,8 +118,10 @@ async def harness(fake_slack: Any, redis: Redis, redis_url: str, prefix: str) ->
     from tests.harness import Harness
 
     h = Harness(fake=fake_slack, redis=redis, redis_url=redis_url, prefix=prefix)
-    await h.start_replica()
     try:
+        await h.start_replica()
         yield h
+        # Every end-to-end test ends with the invariant check and a log without crashes (guarantee 10.5).
+        await h.verify()
     finally:
         await h.stop()
