@@ -42,7 +42,30 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "with REDIS_URL)",
     )
     parser.add_argument("--no-sample", action="store_true", help="do not post the sample asks")
+    parser.add_argument(
+        "--rate-limits",
+        action="store_true",
+        help="make the fake Slack enforce Slack's rate limits (HTTP 429 over a method's tier or a "
+        "channel's one post a second; docs/slack-limits.md)",
+    )
+    parser.add_argument(
+        "--speedup",
+        type=_speedup,
+        default=1.0,
+        help="with --rate-limits: run Slack's limits this many times faster (default 1: Slack's own pace)",
+    )
     parser.set_defaults(func=run)
+
+
+def _speedup(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        msg = f"must be a positive number, not {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,7 +89,14 @@ async def _serve(args: argparse.Namespace) -> int:
     prefix = args.prefix or (
         _SHARED_REDIS_PREFIX if redis_url else os.environ.get("SLACK_ASK_PREFIX", "slack-ask")
     )
-    playground = Playground(redis_url=redis_url, prefix=prefix, host=args.host, port=args.port)
+    playground = Playground(
+        redis_url=redis_url,
+        prefix=prefix,
+        host=args.host,
+        port=args.port,
+        rate_limits=args.rate_limits,
+        speedup=args.speedup,
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -91,6 +121,10 @@ async def _serve(args: argparse.Namespace) -> int:
             _print(f"Note: {playground.port_note}")
         _print(f"Bot: the real slack-ask bot, at http://127.0.0.1:{playground.runtime.port}/slack/events")
         _print(f"Playground: {playground.url}")
+        if args.rate_limits:
+            pace = "Slack's pace" if args.speedup == 1 else f"{args.speedup:g} times Slack's pace"
+            _print(f"Rate limits: enforced by the fake Slack, at {pace}")
+            _print(f"  calls and 429s per method: {playground.url}_fake/limits")
         channel = playground.default_channel
         if not args.no_sample:
             await playground.send_samples()

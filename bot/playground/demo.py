@@ -103,6 +103,7 @@ def sample_asks() -> list[dict[str, Any]]:
 class Playground:
     """A Redis, a `FakeSlack` serving the playground page, and one bot replica against them.
 
+    `rate_limits` makes the fake Slack enforce Slack's rate limits (`speedup` times faster than Slack).
     `redis_url` None starts an embedded Redis (`redis-server` when installed, else fakeredis) and stops it
     with the playground. `port` None tries `DEFAULT_PORT` and falls back to any free port when it is taken;
     an explicit port that is taken raises `PortInUseError`.
@@ -117,6 +118,8 @@ class Playground:
         port: int | None = None,
         default_channel: str = DEFAULT_CHANNEL,
         settings: Mapping[str, Any] | None = None,
+        rate_limits: bool = False,
+        speedup: float = 1.0,
     ) -> None:
         self.prefix = prefix
         self.host = host
@@ -124,7 +127,9 @@ class Playground:
         self.default_channel = default_channel
         self.signing_secret = secrets.token_hex(16)  # fresh per run: only this fake can sign for this bot
         self.reply_to = f"{prefix}:demo-replies"  # every ask sent from the playground answers here
-        self.fake = FakeSlack.with_demo_workspace(signing_secret=self.signing_secret)
+        self.fake = FakeSlack.with_demo_workspace(
+            signing_secret=self.signing_secret, rate_limits=rate_limits, speedup=speedup
+        )
         self.page = PlaygroundPage(self)
         self.page.install(self.fake.app)
         self._redis_url = redis_url

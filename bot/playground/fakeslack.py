@@ -13,9 +13,12 @@ signed interaction payloads and events Slack would (`click`, `fill_and_submit`, 
     await fake.stop()
 
 Routes: `/api/<method>` (Web API), `/response/<token>` (response_url), `GET /_fake/state` (the whole state
-as JSON, for the playground page), `GET /_fake/socket` (the Socket Mode WebSocket that
-`apps.connections.open` hands out: it says hello and keeps the connection open; events still go to
-`events_url` over HTTP). Add more routes to `fake.app` before `start()`.
+as JSON, for the playground page), `GET /_fake/limits` (calls and 429s per method), `GET /_fake/socket`
+(the Socket Mode WebSocket that `apps.connections.open` hands out: it says hello and keeps the connection
+open; events still go to `events_url` over HTTP). Add more routes to `fake.app` before `start()`.
+
+Rate limits: `FakeSlack(rate_limits=True, speedup=20)` enforces Slack's per-method tiers and the per-channel
+post limit (HTTP 429, `Retry-After`, `{"ok": false, "error": "ratelimited"}`); see `ratelimits.py`.
 
 Tokens: `bot_token` for the Web API, whose answers carry the granted `scopes` in an `x-oauth-scopes`
 header as Slack's do; `app_token` (app-level) for `apps.connections.open` only.
@@ -34,6 +37,7 @@ from aiohttp import web
 
 from bot.playground.errors import FakeSlackError
 from bot.playground.people import BotResponse, People
+from bot.playground.ratelimits import RateLimiter
 from bot.playground.server import Fault, WebApiServer
 from bot.playground.state import (
     BotIdentity,
@@ -68,6 +72,8 @@ class FakeSlack(People, WebApiServer):
         team_id: str = "T0FAKE",
         team_domain: str = "fake-workspace",
         bot: BotIdentity | None = None,
+        rate_limits: bool = False,
+        speedup: float = 1.0,
     ) -> None:
         self.signing_secret = signing_secret
         self.bot_token = bot_token
@@ -79,6 +85,9 @@ class FakeSlack(People, WebApiServer):
         self.latency = 0.0  # seconds added to every Web API and response_url request
         self.ack_timeout = 3.0  # how long the fake waits for the bot's HTTP answer (Slack: 3 s)
         self._clock_offset = 0.0
+        # Slack's per-method and per-channel limits (off unless asked for); `speedup` runs Slack's clock
+        # faster. The counters (`limits.calls`, `limits.limited`, `limits.stats()`) count either way.
+        self.limits = RateLimiter(clock=self.now, enabled=rate_limits, speedup=speedup)
         self.state = Workspace(team_id=team_id, team_domain=team_domain, bot=bot, now=self.now)
         self.api = WebApi(self.state, emit=self._emit, permalink_base=self._permalink_base)
         self._faults: list[Fault] = []
@@ -94,6 +103,7 @@ class FakeSlack(People, WebApiServer):
                 web.route("*", "/api/{method}", self._handle_api),
                 web.post("/response/{token}", self._handle_response_url),
                 web.get("/_fake/state", self._handle_state),
+                web.get("/_fake/limits", self._handle_limits),
                 web.get("/_fake/socket", self._handle_socket),
             ]
         )

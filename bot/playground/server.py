@@ -1,8 +1,9 @@
 """The fake Slack's HTTP side: what answers the app's Web API and response_url requests.
 
-A mixin of `FakeSlack`: the routes' handlers check tokens, apply planned faults, and hand each method to
-`WebApi` (`webapi.py`, the methods themselves); response_url posts replace, delete or add messages; the
-Socket Mode WebSocket says hello. Nothing here plays a person (that is `people.py`).
+A mixin of `FakeSlack`: the routes' handlers check tokens, apply planned faults and, when enforced, Slack's
+rate limits (`ratelimits.py`), and hand each method to `WebApi` (`webapi.py`, the methods themselves);
+response_url posts replace, delete or add messages; the Socket Mode WebSocket says hello. Nothing here
+plays a person (that is `people.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from bot.playground import payloads
+from bot.playground.ratelimits import RateLimiter
 from bot.playground.state import JSON, Call, Channel, Ephemeral, Message, ResponsePost, ResponseUrl, Workspace
 from bot.playground.webapi import ApiError, WebApi
 
@@ -49,6 +51,7 @@ class WebApiServer:
     socket_connections: int
     _sockets: set[web.WebSocketResponse]
     _faults: list[Fault]
+    limits: RateLimiter
     _unreachable: bool
     _host: str
 
@@ -139,6 +142,7 @@ class WebApiServer:
         call = Call(method=method, params=params, at=self.now())
         self.state.calls.append(call)
         self.state.touch()
+        self.limits.count(method)
         if self._unreachable:
             call.status = 0
             return self._drop_connection(request)
@@ -153,6 +157,14 @@ class WebApiServer:
         given = (
             authorization.removeprefix("Bearer ").strip() if authorization.startswith("Bearer ") else token
         )
+        authorized = given == self.bot_token or (
+            method == "apps.connections.open" and given == self.app_token
+        )
+        retry_after = self.limits.admit(method, self._post_channel(params)) if authorized else None
+        if retry_after is not None:
+            # Exactly Slack's answer over a limit (docs/slack-limits.md); nothing is done or taken.
+            call.status, call.response = 429, {"ok": False, "error": "ratelimited"}
+            return web.json_response(call.response, status=429, headers={"Retry-After": str(retry_after)})
         if parse_error is not None:
             call.response = {"ok": False, "error": parse_error}
         elif not given:
@@ -172,6 +184,11 @@ class WebApiServer:
             headers["x-oauth-scopes"] = ",".join(self.scopes)
         self.state.touch()
         return web.json_response(call.response, headers=headers)
+
+    def _post_channel(self, params: JSON) -> str | None:
+        """The conversation a post goes to, for its per-channel limit (a user id: the DM with them)."""
+        channel = params.get("channel")
+        return self.state.resolve_channel_id(channel) if isinstance(channel, str) and channel else None
 
     def _connections_open(self, token: str) -> JSON:
         """Slack's `apps.connections.open`: only an app-level token may open a Socket Mode connection."""
@@ -287,6 +304,16 @@ class WebApiServer:
 
     async def _handle_state(self, request: web.Request) -> web.StreamResponse:
         return web.json_response(self.state.snapshot())
+
+    async def _handle_limits(self, request: web.Request) -> web.StreamResponse:
+        return web.json_response(
+            {
+                "enabled": self.limits.enabled,
+                "speedup": self.limits.speedup,
+                "methods": self.limits.stats(),
+                "limited_channels": dict(self.limits.limited_channels),
+            }
+        )
 
 
 def _flag(body: Mapping[str, Any], name: str) -> bool:
