@@ -95,9 +95,7 @@ def parse_dockerfile(text: str) -> list[Stage]:
             name, _, default = instruction.args.partition("=")
             global_args[name] = default
         elif instruction.keyword == "FROM":
-            parts = re.sub(
-                r"\$\{(\w+)\}", lambda m: global_args[m.group(1)], instruction.args
-            ).split()
+            parts = re.sub(r"\$\{(\w+)\}", lambda m: global_args[m.group(1)], instruction.args).split()
             name = parts[2] if len(parts) == 3 and parts[1].upper() == "AS" else None
             stages.append(Stage(base=parts[0], name=name))
         elif stages:
@@ -344,9 +342,7 @@ def test_healthcheck_polls_healthz_on_the_health_port_the_cmd_serves() -> None:
 
 
 def test_dockerignore_sends_what_the_build_copies_and_leaves_out_the_rest() -> None:
-    patterns = [
-        line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines() if line.strip()
-    ]
+    patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines() if line.strip()]
     patterns = [p for p in patterns if not p.startswith("#")]
 
     def ignored(path: str) -> bool:
@@ -354,11 +350,10 @@ def test_dockerignore_sends_what_the_build_copies_and_leaves_out_the_rest() -> N
         for pattern in patterns:
             negate = pattern.startswith("!")
             pat = pattern.lstrip("!").rstrip("/")
-            if pat == "**" or fnmatch.fnmatch(path, pat) or path.startswith(pat + "/"):
-                verdict = not negate
-            elif pat.startswith("**/") and any(
+            anywhere = pat.startswith("**/") and any(
                 fnmatch.fnmatch(part, pat[3:]) for part in path.split("/")
-            ):
+            )
+            if pat == "**" or fnmatch.fnmatch(path, pat) or path.startswith(pat + "/") or anywhere:
                 verdict = not negate
         return verdict
 
