@@ -39,7 +39,34 @@ def route_text(route: Route | None) -> str:
     return f"policy:{route.policy}"
 
 
+def max_timeout_ms(settings: Settings) -> int:
+    """The largest ``timeout_ms`` an ask may name: the policy file's cap, else the setting."""
+    return settings.defaults.max_timeout_ms or settings.max_timeout_ms
+
+
+def _number_problem(env: AskEnvelope, settings: Settings) -> str | None:
+    """Protocol section 2: a number out of its range is ``invalid_envelope`` naming the field and the
+    range, before anything else is looked at (never a failure later, such as a year 33715)."""
+    most = max_timeout_ms(settings)
+    if env.timeout_ms is not None and not 0 <= env.timeout_ms <= most:
+        return f"timeout_ms must be from 0 to {most} (SLACK_ASK_MAX_TIMEOUT_MS), got {_shown(env.timeout_ms)}"
+    if env.remind_every_ms is not None and not 0 <= env.remind_every_ms <= most:
+        return f"remind_every_ms must be from 0 to {most}, got {_shown(env.remind_every_ms)}"
+    for i, step in enumerate(env.escalate):
+        if not 0 <= step.after_ms <= most:
+            return f"escalate.{i}.after_ms must be from 0 to {most}, got {_shown(step.after_ms)}"
+    return None
+
+
+def _shown(value: int) -> str:
+    text = str(value)
+    return text if len(text) <= 24 else text[:21] + "..."
+
+
 def build_record(env: AskEnvelope, *, tag: str, created_ms: int, settings: Settings) -> AskRecord | Rejection:
+    problem = _number_problem(env, settings)
+    if problem is not None:
+        return Rejection("error", "invalid_envelope", problem)
     request = form = None
     try:
         if env.format == "rich":
@@ -88,9 +115,21 @@ def build_record(env: AskEnvelope, *, tag: str, created_ms: int, settings: Setti
         route = settings.default_route
 
     defaults = settings.defaults
-    timeout = env.timeout_ms or policy.timeout_ms or defaults.timeout_ms or 0
-    if defaults.max_timeout_ms:
-        timeout = min(timeout or defaults.max_timeout_ms, defaults.max_timeout_ms)
+    # Every ask has a deadline: one that names none gets the configured default.
+    timeout = min(
+        env.timeout_ms or policy.timeout_ms or defaults.timeout_ms or settings.default_timeout_ms,
+        max_timeout_ms(settings),
+    )
+    for i, step in enumerate(env.escalate):
+        if step.after_ms >= timeout:
+            return Rejection(
+                "error",
+                "invalid_envelope",
+                f"escalate.{i}.after_ms must be before the deadline (below {timeout}, the ask's timeout_ms), "
+                f"got {step.after_ms}",
+            )
+    # A policy's steps past this ask's deadline would never run.
+    escalate = list(env.escalate) or [s for s in policy.escalate or [] if s.after_ms < timeout]
     remind = env.remind_every_ms if env.remind_every_ms is not None else policy.remind_every_ms
     if remind:
         remind = max(remind, settings.min_remind_ms)
@@ -108,9 +147,9 @@ def build_record(env: AskEnvelope, *, tag: str, created_ms: int, settings: Setti
         responders=responders,
         requester=env.requester,
         created_ms=created_ms,
-        deadline_ms=created_ms + timeout if timeout else None,
+        deadline_ms=created_ms + timeout,
         on_timeout=on_timeout,
-        escalate=list(env.escalate) if env.escalate else list(policy.escalate or []),
+        escalate=escalate,
         remind_every_ms=remind or None,
         max_reminders=policy.max_reminders if policy.max_reminders is not None else defaults.max_reminders,
         approval=approval,

@@ -37,6 +37,8 @@ __all__ = [
 ]
 
 DAY_MS = 86_400_000
+MAX_TIMEOUT_CAP_MS = 366 * DAY_MS
+"""No setting may allow a deadline further off than a year: every time stays printable and exact."""
 
 
 def _ms(value: Any) -> Any:
@@ -55,7 +57,7 @@ class Policy(_Strict):
 
     route: Route | None = None
     responders: Responders | None = None
-    timeout_ms: int | None = Field(default=None, ge=0)
+    timeout_ms: int | None = Field(default=None, ge=0, le=MAX_TIMEOUT_CAP_MS)
     on_timeout: Literal["cancel", "recommended", "error"] | None = None
     escalate: list[EscalationStep] | None = None
     remind_every_ms: int | None = Field(default=None, ge=0)
@@ -85,8 +87,8 @@ class Defaults(_Strict):
     """Defaults for asks that leave a field out, and bounds on what agents may ask for."""
 
     route: Route | None = None
-    timeout_ms: int | None = Field(default=None, ge=0)
-    max_timeout_ms: int | None = Field(default=None, ge=0)
+    timeout_ms: int | None = Field(default=None, ge=0, le=MAX_TIMEOUT_CAP_MS)
+    max_timeout_ms: int | None = Field(default=None, ge=0, le=MAX_TIMEOUT_CAP_MS)
     on_timeout: Literal["cancel", "recommended", "error"] = "cancel"
     retention_ms: int = Field(default=7 * DAY_MS, ge=60_000)
     max_reminders: int = Field(default=3, ge=0, le=100)
@@ -134,7 +136,25 @@ class Settings(BaseSettings):
     consumer_name: str | None = Field(default=None, validation_alias="SLACK_ASK_CONSUMER")
     mcp_wait_s: float = Field(default=25.0, ge=0, validation_alias="SLACK_ASK_MCP_WAIT_S")
     log_format: Literal["text", "json"] = Field(default="text", validation_alias="SLACK_ASK_LOG_FORMAT")
+    # Every ask has a deadline (protocol section 2), so nothing lives past its keys' lifetimes.
+    default_timeout_ms: int = Field(
+        default=7 * DAY_MS, ge=1_000, le=MAX_TIMEOUT_CAP_MS, validation_alias="SLACK_ASK_DEFAULT_TIMEOUT_MS"
+    )
+    max_timeout_ms: int = Field(
+        default=30 * DAY_MS, ge=1_000, le=MAX_TIMEOUT_CAP_MS, validation_alias="SLACK_ASK_MAX_TIMEOUT_MS"
+    )
+    loop_failing_ms: int = Field(default=60_000, ge=100, validation_alias="SLACK_ASK_LOOP_FAILING_MS")
+    """``/healthz`` answers 503 once a loop has failed without a success for this long."""
     policy_file: PolicyFile = Field(default_factory=PolicyFile, exclude=True)
+
+    @model_validator(mode="after")
+    def _default_within_max(self) -> Settings:
+        if self.default_timeout_ms > self.max_timeout_ms:
+            raise ValueError(
+                f"SLACK_ASK_DEFAULT_TIMEOUT_MS ({self.default_timeout_ms}) is larger than "
+                f"SLACK_ASK_MAX_TIMEOUT_MS ({self.max_timeout_ms})"
+            )
+        return self
 
     @field_validator("slack_api_url")
     @classmethod

@@ -16,7 +16,7 @@ def parse_duration(text: str | int) -> int:
         if text < 0:
             raise ValueError(f"duration {text} is negative; use 0 or more milliseconds")
         return text
-    match = _RE.match(str(text))
+    match = _RE.fullmatch(str(text))
     if match is None:
         raise ValueError(f"{text!r} is not a duration; write 90s, 10m, 2h, 1d or plain milliseconds")
     number, unit = match.groups()

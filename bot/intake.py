@@ -1,4 +1,10 @@
-"""The intake loop: the consumer group on ``P:asks``, with reclaim of entries dead replicas left behind."""
+"""The intake loop: the consumer group on ``P:asks``, with reclaim of entries dead replicas left behind.
+
+No input stops it (guarantee 10.5): an entry that breaks protocol section 1 (not exactly one field
+``ask`` or ``cancel``, or bytes that are not UTF-8) goes to the dead-letter stream with its reason
+before the engine sees it, and any exception, from Redis or from a bug, costs one log line and a
+backoff, never the loop.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +12,31 @@ import asyncio
 import contextlib
 import logging
 
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bot.engine import Engine
+from bot.loops import LoopHealth, log_failure, sleep_or_stop
+from bot.metrics import METRICS
 from bot.storage.store import Entry, Store
 
-__all__ = ["Intake"]
+__all__ = ["Intake", "entry_problem"]
 
 log = logging.getLogger(__name__)
+
+_FIELDS = ("ask", "cancel")
+
+
+def entry_problem(entry: Entry) -> str | None:
+    """Why ``entry`` breaks protocol section 1 (one field, ``ask`` or ``cancel``, UTF-8), or None."""
+    if entry.problem is not None:
+        return entry.problem
+    names = list(entry.fields)
+    if len(names) == 1 and names[0] in _FIELDS:
+        return None
+    if not names:
+        return "the entry has no field; it must have exactly one, 'ask' or 'cancel'"
+    shown = ", ".join(repr(n[:40]) for n in names[:5]) + (", ..." if len(names) > 5 else "")
+    return f"the entry must have exactly one field, 'ask' or 'cancel' (it has {shown})"
 
 
 class Intake:
@@ -41,14 +62,24 @@ class Intake:
         self._slots = asyncio.Semaphore(concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self._in_flight: set[str] = set()
+        self.health = LoopHealth("intake")
+        self.reclaim_health = LoopHealth("reclaim")
+        self.reclaimer: asyncio.Task[None] | None = None
 
     async def _one(self, entry: Entry) -> None:
         try:
+            problem = entry_problem(entry)
+            if problem is not None:
+                METRICS.dead_letters.labels(reason="bad_entry").inc()
+                await self.store.dead_letter(entry, problem)
+                return
             await self.engine.handle_entry(entry)
-        except Exception:
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
             # Left pending on purpose: reclaim retries it, and after SLACK_ASK_MAX_DELIVERIES it is
             # parked on the dead-letter stream with its reason.
-            log.exception("intake entry %s failed; it stays pending for a retry", entry.id)
+            log_failure(log, f"intake entry {entry.id} (it stays pending for a retry)", exc)
         finally:
             self._in_flight.discard(entry.id)
             self._slots.release()
@@ -69,46 +100,58 @@ class Intake:
             task.cancel()
 
     async def run(self, stop: asyncio.Event) -> None:
-        await self.store.ensure_group()
-        # Entries this consumer name held before a restart come first.
-        own = await self.store.read(self.consumer, count=1000, block_ms=None, own_pending=True)
-        await self._dispatch(own)
-        reclaimer = asyncio.create_task(self._reclaim_loop(stop))
+        self.reclaimer = asyncio.create_task(self._reclaim_loop(stop), name="reclaim")
+        started = False
         try:
             while not stop.is_set():
                 try:
-                    entries = await self.store.read(self.consumer, count=self.count, block_ms=self.block_ms)
-                except (RedisConnectionError, RedisTimeoutError) as exc:
-                    log.warning("intake: Redis unavailable (%s); retrying", exc)
-                    await _sleep_or_stop(stop, 1.0)
-                    continue
-                except RedisError as exc:
-                    if "NOGROUP" in str(exc):
+                    if not started:
                         await self.store.ensure_group()
+                        # Entries this consumer name held before a restart come first.
+                        own = await self.store.read(
+                            self.consumer, count=1000, block_ms=None, own_pending=True
+                        )
+                        await self._dispatch(own)
+                        started = True
+                    entries = await self.store.read(self.consumer, count=self.count, block_ms=self.block_ms)
+                except Exception as exc:
+                    if isinstance(exc, RedisError) and "NOGROUP" in str(exc):
+                        started = False  # the stream or group was deleted: create it again at once
                         continue
-                    raise
+                    delay = self.health.failed(exc)
+                    log_failure(log, "intake: reading the stream", exc, retry_s=delay)
+                    await sleep_or_stop(stop, delay)
+                    continue
+                self.health.ok()
                 await self._dispatch(entries)
         finally:
-            reclaimer.cancel()
+            self.reclaimer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await reclaimer
+                await self.reclaimer
             if self._tasks:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _reclaim_loop(self, stop: asyncio.Event) -> None:
         interval = max(self.reclaim_idle_ms / 2000, 0.05)
         while not stop.is_set():
-            await _sleep_or_stop(stop, interval)
+            await sleep_or_stop(stop, interval)
             try:
                 entries = await self.store.reclaim(self.consumer, min_idle_ms=self.reclaim_idle_ms)
-            except RedisError as exc:
-                log.warning("reclaim failed: %s", exc)
+                # Replicas that restarted under a new name leave their old consumer behind; one with
+                # nothing pending and idle past the reclaim time is gone for good.
+                dropped = await self.store.drop_idle_consumers(
+                    self.consumer, min_idle_ms=max(self.reclaim_idle_ms, self.block_ms * 5)
+                )
+            except Exception as exc:
+                delay = self.reclaim_health.failed(exc)
+                log_failure(log, "reclaim", exc, retry_s=delay)
+                await sleep_or_stop(stop, delay)
                 continue
+            self.reclaim_health.ok()
+            if dropped:
+                log.info(
+                    "removed %d idle consumers with nothing pending: %s", len(dropped), ", ".join(dropped)
+                )
             if entries:
                 log.info("reclaimed %d entries left by other replicas", len(entries))
                 await self._dispatch(entries)
-
-
-async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=seconds)

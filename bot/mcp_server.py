@@ -278,7 +278,7 @@ def build_server(client: AskClient, *, default_wait_s: float = DEFAULT_WAIT_S) -
             Field(ge=0, description=f"seconds to wait (default {default_wait_s:g})"),
         ] = None,
     ) -> CallToolResult:
-        if not re.match(ASK_ID_PATTERN, handle):
+        if not re.fullmatch(ASK_ID_PATTERN, handle):
             return _failed(f"{handle!r} is not a handle returned by ask")
         if handle in delivered:
             return _answered(delivered[handle], handle)

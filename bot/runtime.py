@@ -23,7 +23,9 @@ from bot.config import Settings
 from bot.engine import Engine
 from bot.errors import ConfigError
 from bot.intake import Intake
+from bot.loops import log_failure
 from bot.metrics import METRICS
+from bot.slack.edge import Refused, read_signed_body, refuse, signed_body_problem
 from bot.slack.gateway import SlackGateway, make_client
 from bot.storage.connection import connect
 from bot.storage.store import Store
@@ -113,9 +115,26 @@ class BotRuntime:
         ]
 
     def loops(self) -> dict[str, str]:
-        """``running`` for each of intake and the sweeper while its task is alive, else ``stopped``."""
-        alive = {task.get_name() for task in self._tasks if not task.done()}
-        return {name: "running" if name in alive else "stopped" for name in ("intake", "sweeper")}
+        """For each loop (intake, reclaim, sweeper): ``running``; ``stopped`` when its task has ended;
+        ``failing`` when it has failed without a success for longer than SLACK_ASK_LOOP_FAILING_MS."""
+        tasks = {task.get_name(): task for task in self._tasks}
+        if self.intake.reclaimer is not None:
+            tasks["reclaim"] = self.intake.reclaimer
+        health = {
+            "intake": self.intake.health,
+            "reclaim": self.intake.reclaim_health,
+            "sweeper": self.sweeper.health,
+        }
+        out: dict[str, str] = {}
+        for name, loop in health.items():
+            task = tasks.get(name)
+            if task is None or task.done():
+                out[name] = "stopped"
+            elif loop.failing_for_ms() > self.settings.loop_failing_ms:
+                out[name] = f"failing: {loop.last_error}"
+            else:
+                out[name] = "running"
+        return out
 
     async def healthz(self, _: web.Request) -> web.Response:
         """200 while Redis answers PING and both loops run; 503 with what is wrong otherwise."""
@@ -127,11 +146,17 @@ class BotRuntime:
             return web.json_response(
                 {"ok": False, "redis": "down", "loops": loops, "error": type(exc).__name__}, status=503
             )
-        ok = all(state == "running" for state in loops.values())
-        return web.json_response(
-            {"ok": ok, "redis": "up", "loops": loops, "consumer": self.engine.consumer},
-            status=200 if ok else 503,
-        )
+        down = [name for name, state in loops.items() if state != "running"]
+        body: dict[str, Any] = {
+            "ok": not down,
+            "redis": "up",
+            "loops": loops,
+            "consumer": self.engine.consumer,
+        }
+        if down:
+            body["down"] = down
+            body["error"] = "loop not running: " + ", ".join(down)
+        return web.json_response(body, status=503 if down else 200)
 
     @staticmethod
     async def metrics(_: web.Request) -> web.Response:
@@ -148,13 +173,32 @@ class BotRuntime:
 
     def web_app(self) -> web.Application:
         """Bolt's aiohttp app at ``POST /slack/events`` plus ``GET /healthz`` and ``GET /metrics``."""
-        from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+        from slack_bolt.adapter.aiohttp import to_aiohttp_response
+        from slack_bolt.request.async_request import AsyncBoltRequest
 
         bolt = self.bolt_app()
         app = self.health_app()
+        secret = self.settings.slack_signing_secret
+        assert secret is not None  # bolt_app() refused to build without it
 
         async def events(request: web.Request) -> web.Response:
-            response = await bolt.async_dispatch(await to_bolt_request(request))
+            # Verify first, on the raw bytes; parse only what Slack signed (protocol section 11).
+            body = await read_signed_body(request, secret.get_secret_value())
+            if isinstance(body, Refused):
+                return refuse(request, body, None)
+            problem = signed_body_problem(body, request.content_type)
+            if problem is not None:
+                return refuse(request, Refused(400, problem), len(body))
+            bolt_request = AsyncBoltRequest(
+                body=body.decode("utf-8"),
+                query=request.query_string,
+                headers=request.headers,  # type: ignore[arg-type]
+            )
+            try:
+                response = await bolt.async_dispatch(bolt_request)
+            except Exception as exc:
+                log_failure(log, "handling a Slack request", exc)
+                return web.json_response({"ok": False, "error": "internal error"}, status=500)
             return await to_aiohttp_response(response)
 
         app.router.add_post("/slack/events", events)

@@ -8,13 +8,11 @@ mid-sweep only delays its timers by the lease. A sweep costs O(log N + due), not
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 
-from redis.exceptions import RedisError
-
 from bot.engine import Engine
+from bot.loops import LoopHealth, log_failure, sleep_or_stop
 from bot.storage.store import Store
 
 __all__ = ["Sweeper"]
@@ -32,28 +30,40 @@ class Sweeper:
         self.batch = batch
         self.lease_ms = lease_ms
         self.concurrency = 32
+        self.health = LoopHealth("sweeper")
+        self._failed = False
 
     async def sweep_once(self) -> int:
         """Claim and handle the timers due now; returns how many fired."""
         now, due = await self.store.claim_due(limit=self.batch, lease_ms=self.lease_ms)
+        self._failed = False
         if due:
             try:
                 await self.engine.on_due_many(due, now, concurrency=self.concurrency)
-            except Exception:
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
                 # Claimed timers come due again when their lease ends; nothing is lost.
-                log.exception("sweep of %d timers failed; they are retried after the lease", len(due))
+                self._failed = True
+                self.health.failed(exc)
+                log_failure(log, f"sweep of {len(due)} timers (retried after the lease)", exc)
         return len(due)
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:
                 fired = await self.sweep_once()
-            except RedisError as exc:
-                log.warning("sweep failed: %s", exc)
-                fired = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                # Whatever it is (Redis failing over, READONLY, OOM, a bug), the loop goes on.
+                delay = self.health.failed(exc)
+                log_failure(log, "sweep", exc, retry_s=delay)
+                await sleep_or_stop(stop, delay)
+                continue
+            if not self._failed:
+                self.health.ok()
             if fired >= self.batch:
                 continue  # more are due: no pause
             # Jitter spreads replicas' sweeps; the interval bounds timer lateness.
-            pause = self.interval_s * (0.75 + random.random() / 2)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=pause)
+            await sleep_or_stop(stop, self.interval_s * (0.75 + random.random() / 2))

@@ -52,6 +52,8 @@ __all__ = [
 ]
 
 ASK_ID_PATTERN = r"^[A-Za-z0-9._:~-]{1,128}$"
+# Every pattern matches the whole value (protocol section 2): Python code uses fullmatch, since
+# ``$`` alone also matches before a trailing newline ("abc\n").
 _ASK_ID_RE = re.compile(ASK_ID_PATTERN)
 _REPLY_TO_RE = re.compile(r"^\S{1,512}$")
 _MENTION_RE = re.compile(r"^[UWS][A-Z0-9]{2,}$")
@@ -60,6 +62,8 @@ _USER_ID_RE = re.compile(r"^[UW][A-Z0-9]{2,}$")
 _EMAIL_RE = re.compile(r"^[^\s@<>|]+@[^\s@<>|]+\.[^\s@<>|]+$")
 APPROVAL_MIN = 2
 APPROVAL_MAX = 20
+_URL_RE = re.compile(r"https?://[^\s<>|]+")
+_ONE_USER_RE = re.compile(r"[UW][A-Z0-9]+")
 
 APPROVAL_NOT_RICH = "only a pi-question ask can need approvals (format is rich)"
 APPROVAL_NO_DEFAULT = (
@@ -81,6 +85,13 @@ def _json_integer(value: Any) -> Any:
 
 
 JsonInt = Annotated[int, BeforeValidator(_json_integer), Strict()]
+
+
+def _one_user(value: str | None) -> str | None:
+    # One person only: "U1,U2,U3" would make conversations.open start a group DM the agent chose.
+    if value is not None and not (_ONE_USER_RE.fullmatch(value) or _EMAIL_RE.fullmatch(value)):
+        raise ValueError(f"{value[:60]!r} is not one Slack user id (U...) or one e-mail address")
+    return value
 
 
 class EnvelopeError(ValueError):
@@ -119,6 +130,8 @@ class Route(_In):
     user: str | None = Field(default=None, min_length=1, max_length=254)
     policy: str | None = Field(default=None, min_length=1, max_length=128)
 
+    _user = field_validator("user")(_one_user)
+
     @model_validator(mode="after")
     def _exactly_one_target(self) -> Route:
         given = [n for n in ("channel", "user", "policy") if getattr(self, n) is not None]
@@ -141,7 +154,7 @@ class Responders(_In):
     @classmethod
     def _slack_ids(cls, value: list[str]) -> list[str]:
         for item in value:
-            if not _SLACK_ID_RE.match(item):
+            if not _SLACK_ID_RE.fullmatch(item):
                 raise ValueError(f"{item!r} is not a Slack id (like U0123ABCD or S0123ABCD)")
         return value
 
@@ -166,7 +179,7 @@ class Requester(_In):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^https?://[^\s<>|]+$", value):
+        if value is not None and not _URL_RE.fullmatch(value):
             raise ValueError("url must be an http:// or https:// address without spaces, '<', '>' or '|'")
         return value
 
@@ -180,6 +193,8 @@ class EscalationStep(_In):
     user: str | None = Field(default=None, min_length=1, max_length=254)
     mention: list[str] = Field(default_factory=list, max_length=20)
 
+    _user = field_validator("user")(_one_user)
+
     @field_validator("mention", mode="before")
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:
@@ -189,7 +204,7 @@ class EscalationStep(_In):
     @classmethod
     def _mentionable(cls, value: list[str]) -> list[str]:
         for item in value:
-            if not _MENTION_RE.match(item):
+            if not _MENTION_RE.fullmatch(item):
                 raise ValueError(f"{item!r} is not a user id (U...) or user-group id (S...)")
         return value
 
@@ -362,8 +377,8 @@ def _readable(raw: dict[str, Any]) -> tuple[str | None, str | None]:
     ask_id = raw.get("ask_id")
     reply_to = raw.get("reply_to")
     return (
-        ask_id if isinstance(ask_id, str) and _ASK_ID_RE.match(ask_id) else None,
-        reply_to if isinstance(reply_to, str) and _REPLY_TO_RE.match(reply_to) else None,
+        ask_id if isinstance(ask_id, str) and _ASK_ID_RE.fullmatch(ask_id) else None,
+        reply_to if isinstance(reply_to, str) and _REPLY_TO_RE.fullmatch(reply_to) else None,
     )
 
 

@@ -3,7 +3,10 @@ serving Bolt over HTTP, so every interaction is a correctly signed request throu
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -14,8 +17,29 @@ from redis.asyncio import Redis
 from bot.config import Settings
 from bot.playground import FakeSlack, Message
 from bot.runtime import BotRuntime
+from bot.storage.check import Problem, check_prefix
 
 SIGNING_SECRET = "test-signing-secret"
+
+
+class LogWatch(logging.Handler):
+    """Keeps every log record that is a crash: a traceback, or a loop's one-line bug report."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.crashes: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if record.exc_info or "Traceback (most recent call last)" in text or getattr(record, "crash", False):
+            self.crashes.append(f"{record.name} {record.levelname}: {self.format(record)}")
+
+    def __enter__(self) -> LogWatch:
+        logging.getLogger().addHandler(self)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        logging.getLogger().removeHandler(self)
 
 
 def interactive_elements(blocks: Iterable[dict[str, Any]]) -> list[str]:
@@ -50,6 +74,29 @@ class Harness:
     prefix: str
     overrides: dict[str, Any] = field(default_factory=dict)
     replicas: list[BotRuntime] = field(default_factory=list)
+    log_watch: LogWatch = field(default_factory=LogWatch)
+
+    def __post_init__(self) -> None:
+        self.log_watch.__enter__()
+
+    async def problems(self) -> list[Problem]:
+        """The invariant check of this harness's prefix (stuck entries: past reclaim plus a lease)."""
+        settings = self.settings()
+        idle = settings.reclaim_idle_ms + 2 * settings.delivery_window_ms + 1_000
+        return await check_prefix(self.redis, self.prefix, reclaim_idle_ms=idle)
+
+    async def verify(self, timeout: float = 8.0) -> None:
+        """End of every end-to-end test: the invariant check finds nothing (once the bot has settled)
+        and no bot log line was a crash."""
+        deadline = time.monotonic() + timeout
+        problems = await self.problems()
+        while problems and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)  # the sweeper finishes ended asks; poll, do not guess
+            problems = await self.problems()
+        assert not problems, "broken invariants:\n" + "\n".join(
+            f"  {p.kind} {p.key!r}: {p.detail}" for p in problems
+        )
+        assert not self.log_watch.crashes, "crashes in the bot's log:\n" + "\n".join(self.log_watch.crashes)
 
     def settings(self, **extra: Any) -> Settings:
         values: dict[str, Any] = {
@@ -62,6 +109,8 @@ class Harness:
             "sweep_interval_ms": 50,
             "delivery_window_ms": 1500,
             "timer_lease_ms": 1500,
+            # Like the fake Slack, which enforces no rate limits unless told to: pacing tests opt in.
+            "pace_scale": 0,
             **self.overrides,
             **extra,
         }
@@ -80,6 +129,7 @@ class Harness:
         for runtime in self.replicas:
             await runtime.aclose()
         self.replicas.clear()
+        self.log_watch.__exit__()
 
     def envelope(self, request: Any, **fields: Any) -> dict[str, Any]:
         ask_id = fields.pop("ask_id", f"ask-{uuid.uuid4().hex[:10]}")

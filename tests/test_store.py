@@ -241,10 +241,14 @@ def test_scripts_touch_only_declared_keys(name: str) -> None:
     # Every key argument of redis.call must be KEYS[n]: no key names built inside Lua (Cluster-safe).
     source = resources.files("bot.storage").joinpath("lua", f"{name}.lua").read_text()
     keyless = {"TIME"}
-    for command, first in re.findall(r"redis\.call\('([A-Z]+)'(?:,\s*([^,)]+))?", source):
+    # Container commands name their key after the subcommand (XINFO CONSUMERS key, XGROUP ... key).
+    with_subcommand = {"XINFO", "XGROUP"}
+    pattern = r"redis\.call\('([A-Z]+)'(?:,\s*([^,)]+))?(?:,\s*([^,)]+))?"
+    for command, first, second in re.findall(pattern, source):
         if command in keyless:
             continue
-        assert first.strip().startswith("KEYS["), f"{name}.lua: {command} on {first!r}"
+        key = second if command in with_subcommand else first
+        assert key.strip().startswith("KEYS["), f"{name}.lua: {command} on {key!r}"
     common = resources.files("bot.storage").joinpath("lua", "_common.lua").read_text()
     # The shared helpers touch only keys their callers pass in (audit's key, write_result's keys).
     calls = re.findall(r"redis\.call\('([A-Z]+)',\s*([^,)]+)", common)

@@ -22,6 +22,7 @@ _SUBCOMMANDS = (
     "bot.cli.ask",
     "bot.mcp_server",
     "bot.cli.ops",
+    "bot.cli.check",
     "bot.cli.doctor",
 )
 

@@ -1,7 +1,9 @@
 """Operator commands: ``list``, ``status``, ``cancel`` and ``dismiss`` (protocol section 12).
 
-They read the bot's store directly; ``cancel`` and ``dismiss`` go through the intake stream so the
-running bot updates the Slack messages and pushes the single result.
+They read the bot's store directly. ``cancel`` goes through the intake stream as the ask's own
+reply_to would (the running bot ends it). ``dismiss`` is an operator action, which never travels on
+the stream (protocol section 1): it ends the ask through the store (the one result is pushed in the
+same atomic step) and has the running bots' sweeper update the Slack messages at once.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from bot import results
 from bot.cli.ask import EXIT_REDIS
 from bot.durations import format_duration
 from bot.storage.connection import connect, redacted
-from bot.storage.store import AskStatus, Store
+from bot.storage.store import AskStatus, Resolution, Store, iso_ms
 
 __all__ = ["add_parser"]
 
@@ -171,5 +174,35 @@ async def _cancel(store: Store, redis: Redis, args: argparse.Namespace) -> int:
     return await _send_and_wait(store, redis, args, "cancel", body)
 
 
-async def _dismiss(store: Store, redis: Redis, args: argparse.Namespace) -> int:
-    return await _send_and_wait(store, redis, args, "dismiss", {"ask_id": args.ask_id, "by": args.by})
+async def _dismiss(store: Store, _: Redis, args: argparse.Namespace) -> int:
+    loaded = await store.find(args.ask_id)
+    if loaded is None:
+        print(f"slack-ask: no ask {args.ask_id!r} (never seen, or its retention has ended)", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    if loaded.state != "ended":
+        rec = loaded.record
+        by = str(args.by)[:80]
+        where = loaded.messages[-1] if loaded.messages else None
+        slack = {"channel": where.channel, "ts": where.ts, "permalink": where.permalink} if where else None
+        ending = results.ended_without_answer(rec, "dismissed")
+        prefix = results.result_prefix(
+            ask_id=rec.ask_id,
+            format=rec.format,
+            ending=ending,
+            responder={"id": by, "name": by},
+            slack=slack,
+            created_at=iso_ms(rec.created_ms),
+        )
+        # The actor the ended message shows is "operator <name>": a name, never a Slack mention,
+        # whatever the operator typed.
+        verdict = await store.resolve(
+            Resolution(rec, "dismissed", prefix, f"operator {by}", "dismissed", f"dismissed by operator {by}")
+        )
+        if verdict.verdict == "won":
+            await store.schedule(rec.ask_id, rec.tag, 0)  # a running bot's sweeper finishes the messages now
+    status = await store.get_status(args.ask_id)
+    assert status is not None
+    if args.json:
+        return _dump(status)
+    print(f"{args.ask_id}: {status.state}" + (f" ({status.outcome})" if status.outcome else ""))
+    return 0

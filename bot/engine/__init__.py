@@ -4,7 +4,7 @@ Every state change goes through :class:`bot.storage.store.Store` (atomic Lua); e
 through :class:`bot.slack.SlackGateway`; what to draw comes from :mod:`bot.render`; what a payload
 means comes from :mod:`bot.slack.interactions`; how an ask ends comes from :mod:`bot.results`.
 
-- :mod:`bot.engine.intake`: one entry of the asks stream (ask, cancel, dismiss) and its delivery.
+- :mod:`bot.engine.intake`: one entry of the asks stream (ask or cancel) and its delivery.
 - :mod:`bot.engine.endings`: ending an ask once and drawing its ended messages.
 - :mod:`bot.engine.actions`: buttons, forms and who may answer; dismissals from Slack events.
 - :mod:`bot.engine.timers`: deadlines, escalation steps and reminders.

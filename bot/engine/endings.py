@@ -111,6 +111,11 @@ class Endings(Room):
     ) -> None:
         """Turn every message of an ended ask into its ended form (no buttons left), then mark it done."""
         bind_ask_id(rec.ask_id)
+        if not messages:
+            # Nothing to draw (a refused ask has no message, and maybe no request to draw from):
+            # the clean-up timer goes at once.
+            await self.store.finalize(rec.tag, rec.ask_id, 0)
+            return
         if reason is None and result.get("outcome") == "cancelled" and by is None:
             reason = ""
         ended = render.render_ended_message(

@@ -17,9 +17,6 @@ from bot.errors import SlackError
 from bot.logs import bind_ask_id
 from bot.metrics import METRICS
 from bot.model import AskRecord, PostedMessage
-from bot.slack.interactions import (
-    SlackUser,
-)
 from bot.storage.keys import slot_tag
 from bot.storage.store import AcceptVerdict, Entry, iso_ms
 from contract.envelopes import EnvelopeError, parse_ask_envelope, parse_cancel_envelope
@@ -49,9 +46,7 @@ class Intake(Room):
             await self._handle_ask(entry)
         elif "cancel" in entry.fields:
             await self._handle_cancel(entry)
-        elif "dismiss" in entry.fields:
-            await self._handle_dismiss(entry)
-        else:
+        else:  # operator actions never travel on the stream (protocol section 1)
             METRICS.dead_letters.labels(reason="no_field").inc()
             await self.store.dead_letter(entry, "the entry has neither an 'ask' nor a 'cancel' field")
 
@@ -74,6 +69,11 @@ class Intake(Room):
             await self._reject_unparsed(entry, exc, created_ms)
             return
         bind_ask_id(env.ask_id)  # every log line of this entry's task names the ask
+        forbidden = self.store.keys.reply_to_problem(env.reply_to)
+        if forbidden is not None:
+            METRICS.dead_letters.labels(reason="reply_to").inc()
+            await self.store.dead_letter(entry, f"invalid_envelope: {forbidden}")
+            return
         tag = await self.store.claim_index(env.ask_id, slot_tag(env.reply_to), self._pending_ttl_ms(None))
         built = build_record(env, tag=tag, created_ms=created_ms, settings=self.settings)
         if isinstance(built, Rejection):
@@ -96,9 +96,11 @@ class Intake(Room):
             entry_id=entry.id,
             schedule_at_ms=schedule,
         )
+        if verdict.verdict == "refused":
+            await self._refused(entry, rec)
+            return
         if verdict.verdict == "ended":
             await self._recover(verdict, entry, tag, env.ask_id, env.reply_to)
-            await self.store.ack(entry.id)
             return
         if verdict.verdict == "posted":
             METRICS.asks.labels(result="duplicate").inc()
@@ -148,15 +150,39 @@ class Intake(Room):
         """An ask that already ended came again in a new entry: push its stored result once more,
         onto the reply_to it was first sent with (protocol section 10, point 1)."""
         if verdict.entry == entry.id or not verdict.detail:
+            await self.store.ack(entry.id)
             return  # the same entry reclaimed after a crash: its result is already out
         METRICS.asks.labels(result="resent").inc()
         stored = await self.store.load(tag, ask_id)
-        await self.store.repush(stored.record.reply_to if stored else reply_to, verdict.detail)
+        await self._push_or_park(entry, stored.record.reply_to if stored else reply_to, verdict.detail)
+
+    async def _push_or_park(self, entry: Entry, reply_to: str, result: str) -> None:
+        """Push a result outside resolve and ack the entry; when reply_to is a key of another type,
+        nothing is pushed and the entry goes to the dead-letter stream with the reason (section 1)."""
+        problem = await self.store.repush(reply_to, result)
+        if problem is None:
+            await self.store.ack(entry.id)
+            return
+        METRICS.dead_letters.labels(reason="reply_to").inc()
+        await self.store.dead_letter(entry, problem)
+
+    async def _refused(self, entry: Entry, rec: AskRecord) -> None:
+        """accept.lua found reply_to to be a key of another type: the record says so (ended, nothing
+        pushed), and the entry is parked with the reason."""
+        METRICS.dead_letters.labels(reason="reply_to").inc()
+        await self.store.dead_letter(
+            entry, f"reply_to {rec.reply_to} is not a list (nor missing): nothing was pushed"
+        )
 
     async def _reject_unparsed(self, entry: Entry, exc: EnvelopeError, created_ms: int) -> None:
         if exc.reply_to is None:
             METRICS.dead_letters.labels(reason=exc.code).inc()
             await self.store.dead_letter(entry, f"{exc.code}: {exc.message} (no readable reply_to)")
+            return
+        forbidden = self.store.keys.reply_to_problem(exc.reply_to)
+        if forbidden is not None:
+            METRICS.dead_letters.labels(reason="reply_to").inc()
+            await self.store.dead_letter(entry, f"{exc.code}: {exc.message}; and {forbidden}")
             return
         ending = results.envelope_error(exc.code, exc.message)
         if exc.ask_id is None:
@@ -169,8 +195,7 @@ class Intake(Room):
                 slack=None,
                 created_at=iso_ms(created_ms),
             )
-            await self.store.repush(exc.reply_to, prefix + json.dumps(iso_ms(now)) + "}")
-            await self.store.ack(entry.id)
+            await self._push_or_park(entry, exc.reply_to, prefix + json.dumps(iso_ms(now)) + "}")
             return
         tag = await self.store.claim_index(exc.ask_id, slot_tag(exc.reply_to), self._pending_ttl_ms(None))
         rec = AskRecord(ask_id=exc.ask_id, tag=tag, reply_to=exc.reply_to, created_ms=created_ms)
@@ -182,10 +207,14 @@ class Intake(Room):
             entry_id=entry.id,
             schedule_at_ms=None,
         )
+        if verdict.verdict == "refused":
+            await self._refused(entry, rec)
+            return
+        if verdict.verdict == "ended":
+            await self._recover(verdict, entry, tag, exc.ask_id, exc.reply_to)
+            return
         if verdict.verdict in ("post", "cancel", "expired"):
             await self.endings.end(rec, ending, actor=None, event=exc.code, detail=exc.message, messages=[])
-        elif verdict.verdict == "ended":
-            await self._recover(verdict, entry, tag, exc.ask_id, exc.reply_to)
         if verdict.verdict != "busy":
             await self.store.ack(entry.id)
 
@@ -197,6 +226,11 @@ class Intake(Room):
             await self.store.dead_letter(entry, f"{exc.code}: {exc.message}")
             return
         bind_ask_id(env.ask_id)
+        forbidden = self.store.keys.reply_to_problem(env.reply_to)
+        if forbidden is not None:
+            METRICS.dead_letters.labels(reason="reply_to").inc()
+            await self.store.dead_letter(entry, f"invalid_envelope: {forbidden}")
+            return
         loaded = await self.store.find(env.ask_id)
         if loaded is None:
             await self.store.remember_cancel(slot_tag(env.reply_to), env.ask_id, env.reason or "")
@@ -210,19 +244,6 @@ class Intake(Room):
                 messages=loaded.messages,
                 reason=env.reason or "",
             )
-        await self.store.ack(entry.id)
-
-    async def _handle_dismiss(self, entry: Entry) -> None:
-        """``slack-ask dismiss``: an operator ends a pending ask as ``dismissed`` (bot-internal entry)."""
-        try:
-            data = json.loads(entry.fields["dismiss"])
-            ask_id, by = str(data["ask_id"]), str(data.get("by") or "operator")
-        except (ValueError, KeyError, TypeError):
-            await self.store.dead_letter(entry, 'dismiss entry is not {"ask_id": ..., "by": ...}')
-            return
-        bind_ask_id(ask_id)
-        user = SlackUser(id=by) if by.startswith(("U", "W")) else None
-        await self.actions.dismiss(ask_id, by=user, detail=f"dismissed by {by}")
         await self.store.ack(entry.id)
 
     async def _deliver(self, rec: AskRecord, entry: Entry) -> None:

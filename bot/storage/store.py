@@ -71,15 +71,43 @@ class Entry:
     id: str
     fields: dict[str, str]
     deliveries: int = 1
+    problem: str | None = None
+    """Why the entry cannot be read at all (a field name or value that is not UTF-8); such fields are
+    kept with their bytes escaped, so the dead letter still shows them."""
 
     @property
     def created_ms(self) -> int:
         return int(self.id.split("-", 1)[0])
 
 
+def _entry(entry_id: Any, raw: dict[Any, Any], deliveries: int = 1) -> Entry:
+    # A stream entry is agent input: one undecodable byte must become a dead letter, not an
+    # exception that ends the loop reading the stream (protocol section 1).
+    fields: dict[str, str] = {}
+    problem: str | None = None
+    for key, value in raw.items():
+        name, bad_name = _decode(key)
+        text, bad_value = _decode(value)
+        if bad_name and problem is None:
+            problem = f"a field name ({name[:40]!r}) is not UTF-8"
+        elif bad_value and problem is None:
+            problem = f"the {name[:40]!r} field is not UTF-8"
+        fields[name] = text
+    return Entry(_s(entry_id), fields, deliveries, problem)
+
+
+def _decode(value: Any) -> tuple[str, bool]:
+    if not isinstance(value, bytes):
+        return str(value), False
+    try:
+        return value.decode(), False
+    except UnicodeDecodeError:
+        return value.decode("utf-8", "backslashreplace"), True
+
+
 @dataclass(frozen=True, slots=True)
 class AcceptVerdict:
-    verdict: Literal["post", "busy", "posted", "ended", "cancel", "expired"]
+    verdict: Literal["post", "busy", "posted", "ended", "cancel", "expired", "refused"]
     detail: str = ""
     entry: str = ""
     """For ``ended``: the stream entry that first carried the ask (a different one means a re-send)."""
@@ -91,6 +119,8 @@ class ResolveVerdict:
     result: dict[str, Any] | None = None
     messages: list[PostedMessage] = field(default_factory=list)
     detail: str = ""
+    undelivered: str = ""
+    """For ``won``: why the result was not pushed ('' when it was): reply_to is a key of another type."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +290,7 @@ class Store:
             for entry_id, fields in items:
                 if fields is None:  # deleted while pending
                     continue
-                out.append(Entry(_s(entry_id), {_s(k): _s(v) for k, v in fields.items()}))
+                out.append(_entry(entry_id, fields))
         return out
 
     async def read(
@@ -290,10 +320,18 @@ class Store:
             if not fields:
                 gone.append(eid)
                 continue
-            out.append(Entry(eid, {_s(k): _s(v) for k, v in fields.items()}, deliveries.get(eid, 1) + 1))
+            out.append(_entry(eid, fields, deliveries.get(eid, 1) + 1))
         if gone:
             await self.redis.xack(self.keys.asks, GROUP, *gone)
         return out
+
+    async def drop_idle_consumers(self, consumer: str, *, min_idle_ms: int) -> list[str]:
+        """Remove the group's consumers other than ``consumer`` that have nothing pending and were
+        idle longer than ``min_idle_ms`` (in one script, so none gets an entry in between)."""
+        [reply] = await self._run(
+            [self._script("drop_consumers", [self.keys.asks], [consumer, min_idle_ms, GROUP])]
+        )
+        return [_s(name) for name in reply]
 
     async def ack(self, entry_id: str) -> None:
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -355,7 +393,7 @@ class Store:
         steps.append(
             self._script(
                 "accept",
-                [k.ask, k.audit, k.cancel],
+                [k.ask, k.audit, k.cancel, record.reply_to],
                 [
                     # ensure_ascii: a text cut at 4000 UTF-16 units may end in half a surrogate pair.
                     json.dumps(record.model_dump(mode="python"), ensure_ascii=True, separators=(",", ":")),
@@ -365,15 +403,20 @@ class Store:
                     lease_ms,
                     pending_ttl_ms,
                     entry_id,
+                    self.retention_ms,
                 ],
             )
         )
         replies = await self._run(steps)
         reply = [_s(x) for x in replies[-1]]
         verdict = AcceptVerdict(reply[0], reply[1], reply[2] if len(reply) > 2 else "")  # type: ignore[arg-type]
-        if verdict.verdict == "ended" and schedule_at_ms is not None and int(replies[0]) == 1:
-            # A re-send of an ended ask: the timer just added belongs to nobody.
+        if verdict.verdict in ("ended", "refused") and schedule_at_ms is not None and int(replies[0]) == 1:
+            # A re-send of an ended ask, or one refused at once: the timer just added belongs to nobody.
             await self.unschedule(record.ask_id, record.tag)
+        if verdict.verdict in ("post", "cancel", "expired", "refused"):
+            # The id index lives as long as the record it points to (claim_index gave it a guess).
+            ttl = self.retention_ms if verdict.verdict == "refused" else pending_ttl_ms
+            await self.redis.pexpire(self.keys.index(record.ask_id), ttl)
         return verdict
 
     async def posted(
@@ -436,7 +479,9 @@ class Store:
         updated the Slack messages, a sweeper finishes the job (guarantee 3).
         """
         replies = await self._run(self._resolve_steps(resolution))
-        return self._resolved(replies[-1])
+        verdict = self._resolved(replies[-1])
+        await self._after_resolved([(resolution.record, verdict)])
+        return verdict
 
     async def resolve_many(self, resolutions: Sequence[Resolution]) -> list[ResolveVerdict]:
         """``resolve`` for many asks in one round trip (the sweeper's timeouts)."""
@@ -444,7 +489,21 @@ class Store:
         for resolution in resolutions:
             steps.extend(self._resolve_steps(resolution))
         replies = await self._run(steps)
-        return [self._resolved(reply) for reply in replies[1::2]]
+        verdicts = [self._resolved(reply) for reply in replies[1::2]]
+        await self._after_resolved([(r.record, v) for r, v in zip(resolutions, verdicts, strict=True)])
+        return verdicts
+
+    async def _after_resolved(self, ended: Sequence[tuple[AskRecord, ResolveVerdict]]) -> None:
+        """The id index of an ask that just ended gets the record's new lifetime (the retention)."""
+        steps: list[_Step] = []
+        for record, verdict in ended:
+            if verdict.verdict == "won":
+                if verdict.undelivered:
+                    log.warning("ask %s ended but %s", record.ask_id, verdict.undelivered)
+                index = self.keys.index(record.ask_id)
+                steps.append(lambda pipe, index=index: pipe.pexpire(index, self.retention_ms))  # type: ignore[misc]
+        if steps:
+            await self._run(steps)
 
     def _resolve_steps(self, r: Resolution) -> list[_Step]:
         record = r.record
@@ -515,7 +574,8 @@ class Store:
         verdict = reply[0]
         if verdict == "won":
             msgs = [PostedMessage.model_validate(m) for m in json.loads(reply[2] or "[]") or []]
-            return ResolveVerdict("won", json.loads(reply[1]), msgs)
+            undelivered = reply[3] if len(reply) > 3 else ""
+            return ResolveVerdict("won", json.loads(reply[1]), msgs, undelivered=undelivered)
         return ResolveVerdict(verdict, detail=reply[1] if len(reply) > 1 else "")  # type: ignore[arg-type]
 
     async def finalize(self, tag: str, ask_id: str, updated: int) -> None:
@@ -532,13 +592,17 @@ class Store:
     async def untrack_channel(self, channel: str, ask_id: str, tag: str) -> None:
         await self.redis.srem(self.keys.channel(channel), due_member(ask_id, tag))
 
-    async def repush(self, reply_to: str, result: str) -> None:
+    async def repush(self, reply_to: str, result: str) -> str | None:
         """Push a result outside ``resolve``: a stored one again (an agent re-sent an ended ask to
-        recover it), or the error of an envelope whose ask_id could not be read (nothing to record)."""
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.rpush(reply_to, result)
-            pipe.pexpire(reply_to, self.retention_ms)
-            await pipe.execute()
+        recover it), or the error of an envelope whose ask_id could not be read (nothing to record).
+
+        Only onto a list or a missing key, checked in the same script as the push (``push.lua``):
+        returns None when pushed, else why not (then nothing about ``reply_to`` changed)."""
+        [reply] = await self._run([self._script("push", [reply_to], [result, self.retention_ms])])
+        verdict = [_s(x) for x in reply]
+        if verdict[0] == "ok":
+            return None
+        return f"reply_to {reply_to} is a {verdict[1]}, not a list: nothing was pushed"
 
     async def finalize_many(self, asks: Sequence[tuple[str, str, int]]) -> None:
         """Mark ended asks' messages as updated, for many ``(ask_id, tag, updated)`` in one round trip.
@@ -553,6 +617,25 @@ class Store:
         again = [(a, t) for (a, t, _), done in zip(asks, replies[0::2], strict=True) if int(done) == 0]
         for ask_id, tag in again:
             await self.schedule(ask_id, tag, 0)
+        finished = [(a, t) for (a, t, _), done in zip(asks, replies[0::2], strict=True) if int(done) == 1]
+        await self._leave_channels(finished)
+
+    async def _leave_channels(self, asks: Sequence[tuple[str, str]]) -> None:
+        """Finished asks leave the ``P:chan:<channel>`` sets of every message they had: those sets hold
+        only asks an archived conversation could still dismiss."""
+        if not asks:
+            return
+        keys = [self.ask_keys(tag, ask_id).ask for ask_id, tag in asks]
+        raws = await self._run([lambda pipe, key=key: pipe.hget(key, "msgs") for key in keys])  # type: ignore[misc]
+        steps: list[_Step] = []
+        for (ask_id, tag), raw in zip(asks, raws, strict=True):
+            member = due_member(ask_id, tag)
+            channels = {str(m.get("channel")) for m in json.loads(_s(raw) if raw else "[]") or []}
+            for channel in sorted(channels):
+                key = self.keys.channel(channel)
+                steps.append(lambda pipe, key=key, member=member: pipe.srem(key, member))  # type: ignore[misc]
+        if steps:
+            await self._run(steps)
 
     def _zrem_due(self, ask_id: str, tag: str) -> _Step:
         member = due_member(ask_id, tag)
@@ -666,8 +749,9 @@ class Store:
     async def list_pending(self, limit: int = 1000) -> list[AskStatus]:
         """Pending asks, oldest first, found through the id index (bounded by ``limit``)."""
         out: list[AskStatus] = []
-        async for key in self.redis.scan_iter(match=f"{self.keys.prefix}:id:*", count=500):
-            ask_id = _s(key).rsplit(":id:", 1)[1]
+        head = self.keys.index("")
+        async for key in self.redis.scan_iter(match=f"{_glob_escape(head)}*", count=500):
+            ask_id = _s(key)[len(head) :]  # an ask_id may itself contain ":id:"
             tag = await self.lookup_tag(ask_id)
             if tag is None:
                 continue
@@ -678,3 +762,8 @@ class Store:
                 break
         out.sort(key=lambda s: s.created_at)
         return out
+
+
+def _glob_escape(text: str) -> str:
+    """``text`` matched literally by SCAN's MATCH pattern."""
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)

@@ -51,7 +51,9 @@ end
 -- caller's atomic step. The only place a result is written (resolve.lua and vote.lua call it).
 -- `prefix` is the result JSON up to and including '"resolved_at":' (bot.results.result_prefix);
 -- `votes` is inserted just before resolved_at, and the Redis time closes the object.
--- keys: {ask hash, audit list, reply_to}. Returns {'won', result, msgs}.
+-- keys: {ask hash, audit list, reply_to}. Returns {'won', result, msgs, undelivered}: undelivered is
+-- '' or why nothing was pushed (reply_to became a key of another type meanwhile: the bot only
+-- appends to a list or a missing key, and then changes nothing about that key; protocol section 1).
 local RESOLVED_AT = '"resolved_at":'
 local function write_result(keys, now, outcome, prefix, votes, actor, retention, event, detail)
   if string.sub(prefix, -#RESOLVED_AT) ~= RESOLVED_AT then
@@ -62,8 +64,16 @@ local function write_result(keys, now, outcome, prefix, votes, actor, retention,
   redis.call('HSET', keys[1], 'state', 'ended', 'outcome', outcome, 'result', result,
     'by', actor, 'resolved_ms', now, 'finalized', 0)
   redis.call('PEXPIRE', keys[1], retention)
-  redis.call('RPUSH', keys[3], result)
-  redis.call('PEXPIRE', keys[3], retention)
+  local undelivered = ''
+  local kind = redis.call('TYPE', keys[3]).ok
+  if kind == 'list' or kind == 'none' then
+    redis.call('RPUSH', keys[3], result)
+    redis.call('PEXPIRE', keys[3], retention)
+  else
+    undelivered = 'reply_to ' .. keys[3] .. ' is a ' .. kind .. ', not a list: nothing was pushed'
+    redis.call('HSET', keys[1], 'undelivered', undelivered)
+  end
   audit(keys[2], now, event, actor, detail, retention)
-  return {'won', result, redis.call('HGET', keys[1], 'msgs')}
+  if undelivered ~= '' then audit(keys[2], now, 'not_pushed', '', undelivered, retention) end
+  return {'won', result, redis.call('HGET', keys[1], 'msgs'), undelivered}
 end

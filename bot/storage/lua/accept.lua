@@ -1,7 +1,8 @@
 -- ACCEPT: take an ask from the intake stream (idempotent on ask_id; first taker holds a lease).
--- KEYS[1] ask hash, KEYS[2] audit list, KEYS[3] early-cancel tombstone
+-- KEYS[1] ask hash, KEYS[2] audit list, KEYS[3] early-cancel tombstone, KEYS[4] reply_to
 -- ARGV[1] record JSON, ARGV[2] created_ms, ARGV[3] deadline_ms (0 = none), ARGV[4] consumer,
--- ARGV[5] lease_ms, ARGV[6] pending ttl_ms (lifetime before the ask ends), ARGV[7] entry id
+-- ARGV[5] lease_ms, ARGV[6] pending ttl_ms (lifetime before the ask ends), ARGV[7] entry id,
+-- ARGV[8] retention_ms
 -- Returns {verdict, detail}:
 --   {'post', tries}      this consumer holds the lease and must post to Slack
 --   {'busy', ''}         another live consumer holds the lease: leave the entry pending
@@ -9,6 +10,8 @@
 --   {'ended', result, entry} already ended: the stored result and the entry that carried the ask
 --   {'cancel', reason}   a cancel arrived first: end it as cancelled now
 --   {'expired', ''}      first read after its deadline: end it by its timeout policy now
+--   {'refused', type}    reply_to is a key of another type: nothing pushed, nothing about that key
+--                        changed; the record (ended, no result) says why
 local now = now_ms()
 local state = redis.call('HGET', KEYS[1], 'state')
 if state then
@@ -27,6 +30,18 @@ if state then
   redis.call('HSET', KEYS[1], 'owner', ARGV[4], 'lease_until', now + tonumber(ARGV[5]))
   audit(KEYS[2], now, 'taken_over', ARGV[4], 'delivery attempt ' .. tries, tonumber(ARGV[6]))
   return {'post', tostring(tries)}
+end
+-- The bot only ever appends to a list or a missing key (protocol section 1).
+local kind = redis.call('TYPE', KEYS[4]).ok
+if kind ~= 'list' and kind ~= 'none' then
+  local why = 'reply_to ' .. KEYS[4] .. ' is a ' .. kind .. ', not a list: nothing was pushed'
+  local retention = tonumber(ARGV[8])
+  redis.call('HSET', KEYS[1], 'rec', ARGV[1], 'state', 'ended', 'outcome', 'error', 'created_ms', ARGV[2],
+    'deadline_ms', ARGV[3], 'msgs', '[]', 'step', 0, 'reminders', 0, 'entry', ARGV[7], 'finalized', 1,
+    'resolved_ms', now, 'undelivered', why)
+  redis.call('PEXPIRE', KEYS[1], retention)
+  audit(KEYS[2], now, 'refused_reply_to', ARGV[4], why, retention)
+  return {'refused', kind}
 end
 local ttl = tonumber(ARGV[6])
 redis.call('HSET', KEYS[1], 'rec', ARGV[1], 'state', 'accepted', 'created_ms', ARGV[2],

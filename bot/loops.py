@@ -1,0 +1,73 @@
+"""What keeps the bot's loops (intake, reclaim, sweeper) alive: one log line per failure, backoff,
+and a record of how long a loop has been failing, which ``/healthz`` reports (guarantee 10.5)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import traceback
+from dataclasses import dataclass
+
+from redis.exceptions import RedisError
+
+__all__ = ["LoopHealth", "describe_failure", "log_failure", "sleep_or_stop"]
+
+BACKOFF_MIN_S = 0.1
+BACKOFF_MAX_S = 5.0
+
+
+def describe_failure(exc: BaseException) -> str:
+    """``Type: message`` on one line, bounded, with where it was raised for anything but Redis errors."""
+    message = " ".join(str(exc).split())
+    if len(message) > 300:
+        message = message[:297] + "..."
+    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    if not isinstance(exc, RedisError) and exc.__traceback__ is not None:
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        text += f" (at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno} in {frame.name})"
+    return text
+
+
+def log_failure(log: logging.Logger, what: str, exc: BaseException, *, retry_s: float | None = None) -> None:
+    """One line, never a traceback: Redis trouble is a warning; anything else is a bug in the bot,
+    logged as an error carrying ``crash=True`` (the test suite fails on those)."""
+    tail = f"; retrying in {retry_s:.1f}s" if retry_s is not None else ""
+    if isinstance(exc, RedisError | OSError | TimeoutError):
+        log.warning("%s failed: %s%s", what, describe_failure(exc), tail)
+    else:
+        log.error("%s failed (a bug): %s%s", what, describe_failure(exc), tail, extra={"crash": True})
+
+
+@dataclass
+class LoopHealth:
+    """How one loop is doing: when it started failing without a success since (None: it is fine)."""
+
+    name: str
+    failing_since: float | None = None
+    failures: int = 0
+    last_error: str = ""
+
+    def ok(self) -> None:
+        self.failing_since = None
+        self.failures = 0
+
+    def failed(self, exc: BaseException) -> float:
+        """Record a failure; returns the backoff before the next attempt (doubling, capped)."""
+        if self.failing_since is None:
+            self.failing_since = time.monotonic()
+        self.failures += 1
+        self.last_error = describe_failure(exc)
+        backoff: float = BACKOFF_MIN_S * 2.0 ** min(self.failures - 1, 10)
+        return min(backoff, BACKOFF_MAX_S)
+
+    def failing_for_ms(self) -> int:
+        if self.failing_since is None:
+            return 0
+        return int((time.monotonic() - self.failing_since) * 1000)
+
+
+async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=seconds)

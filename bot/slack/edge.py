@@ -1,0 +1,119 @@
+"""The HTTP edge of ``POST /slack/events`` (protocol section 11): the signature is checked on the raw
+bytes before anything parses them, so an unsigned request gets 401 (or 413 when too large) whatever
+its body holds, never a 500 or a traceback, and its body is never written to the log."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+from aiohttp import web
+
+__all__ = ["MAX_BODY_BYTES", "Refused", "read_signed_body", "refuse", "signed_body_problem"]
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 1024 * 1024
+"""Larger than any request Slack sends (its payloads stay well under this)."""
+
+_MAX_SKEW_S = 300
+_TIMESTAMP_RE = re.compile(r"[0-9]{1,12}")
+_SIGNATURE_RE = re.compile(r"v0=[0-9a-f]{64}")
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    status: int
+    reason: str
+
+
+def refuse(request: web.Request, refused: Refused, size: int | None) -> web.Response:
+    """One log line naming the request and why, never its body (which an attacker chose)."""
+    length = f"{size} bytes" if size is not None else "body not read"
+    log.warning(
+        "refused %s %s from %s with %d: %s (%s)",
+        request.method,
+        request.path,
+        request.remote or "?",
+        refused.status,
+        refused.reason,
+        length,
+    )
+    return web.json_response({"ok": False, "error": refused.reason}, status=refused.status)
+
+
+def _valid_signature(secret: str, timestamp: str, signature: str, body: bytes) -> bool:
+    base = b"v0:" + timestamp.encode() + b":" + body
+    expected = "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected, signature)
+
+
+async def read_signed_body(request: web.Request, secret: str) -> bytes | Refused:
+    """The body of a request Slack signed, or why it is refused (nothing parsed before the check)."""
+    declared = request.content_length
+    if declared is not None and declared > MAX_BODY_BYTES:
+        return Refused(413, f"body larger than {MAX_BODY_BYTES} bytes")
+    timestamp = request.headers.get("X-Slack-Request-Timestamp", "")
+    signature = request.headers.get("X-Slack-Signature", "")
+    if not _TIMESTAMP_RE.fullmatch(timestamp):
+        return Refused(401, "missing or malformed X-Slack-Request-Timestamp")
+    if abs(time.time() - int(timestamp)) > _MAX_SKEW_S:
+        return Refused(401, "X-Slack-Request-Timestamp more than five minutes from the server's clock")
+    if not _SIGNATURE_RE.fullmatch(signature):
+        return Refused(401, "missing or malformed X-Slack-Signature")
+    try:
+        body = await _read_bounded(request)
+    except _TooLarge:
+        return Refused(413, f"body larger than {MAX_BODY_BYTES} bytes")
+    except Exception as exc:  # a client that disconnects mid-body, a broken chunked encoding
+        return Refused(400, f"body could not be read ({type(exc).__name__})")
+    if not _valid_signature(secret, timestamp, signature, body):
+        return Refused(401, "bad signature")
+    return body
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _read_bounded(request: web.Request) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = await request.content.read(65_536)
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _TooLarge
+        chunks.append(chunk)
+    if request.content_length is not None and size < request.content_length:
+        raise ConnectionResetError("the client sent less than its Content-Length")
+    return b"".join(chunks)
+
+
+def signed_body_problem(body: bytes, content_type: str) -> str | None:
+    """Why a correctly signed body still cannot be read as Slack's (400), or None."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return "body is not UTF-8"
+    try:
+        if content_type.startswith("application/json"):
+            data: Any = json.loads(text)
+            return None if isinstance(data, dict) else "a JSON body must be an object"
+        form = parse_qs(text, keep_blank_values=True)
+        payload = form.get("payload")
+        if payload is not None:
+            data = json.loads(payload[0])
+            return None if isinstance(data, dict) else "payload must be a JSON object"
+    except (ValueError, RecursionError):
+        return "body is not valid JSON or form data"
+    return None
