@@ -20,6 +20,7 @@ from bot.ids import (
     ACTION_NOOP,
     ACTION_OPEN,
     ACTION_OTHER,
+    VIEW_DECLINE,
     VIEW_FORM,
     VIEW_OTHER,
     AskRef,
@@ -111,6 +112,7 @@ def build_app(
 
     app.view(VIEW_FORM)(submitted)
     app.view(VIEW_OTHER)(submitted)
+    app.view(VIEW_DECLINE)(submitted)
 
     @app.event("message")
     async def message_events(event: dict[str, Any]) -> None:

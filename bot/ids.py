@@ -21,6 +21,8 @@ __all__ = [
     "FIELD_ANSWER",
     "FIELD_CUSTOM",
     "FIELD_NOTE",
+    "FIELD_REASON",
+    "VIEW_DECLINE",
     "VIEW_FORM",
     "VIEW_OTHER",
     "AskRef",
@@ -42,6 +44,8 @@ ACTION_NOOP = "slack_ask:noop"
 
 VIEW_FORM = "slack_ask:form"
 VIEW_OTHER = "slack_ask:other_text"
+VIEW_DECLINE = "slack_ask:decline"
+"""The small modal behind Decline: an optional reason, then Decline (protocol section 9)."""
 
 # Input block ids in the modal are "<field>:<question index>"; the action id inside is the field name.
 FIELD_ANSWER = "answer"
@@ -50,6 +54,8 @@ FIELD_CUSTOM = "custom"
 """Free "Other" text."""
 FIELD_NOTE = "note"
 """The responder's note on a question."""
+FIELD_REASON = "reason"
+"""The optional reason in the Decline modal (block id has no index)."""
 FIELD_ADDITIONAL = "additional"
 """Rich forms: the form-level additional notes (block id has no index)."""
 

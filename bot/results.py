@@ -32,6 +32,8 @@ __all__ = [
     "Ending",
     "answered",
     "answered_rich",
+    "complete",
+    "declined",
     "ended_without_answer",
     "envelope_error",
     "result_prefix",
@@ -115,6 +117,19 @@ def ended_without_answer(
     return ending
 
 
+def declined(rec: AskRecord, reason: str | None) -> Ending:
+    """A human pressed Decline (protocol section 9): every question ``cancelled``, and the reason, when
+    one was given, in the ``note`` of every answer. A rich form has no per-answer note: its result is
+    the cancelled form, and the reason shows in the ended message only."""
+    if rec.format == "rich" or not reason:
+        return ended_without_answer(rec, "cancelled")
+    assert rec.request is not None
+    answers = [
+        QuestionAnswer(id=q.id, status="cancelled", selected=[], note=reason) for q in rec.request.questions
+    ]
+    return _pi(rec, "cancelled", answers, HOST)
+
+
 def timed_out(rec: AskRecord) -> Ending:
     """The deadline passed: the ask's ``on_timeout`` policy decides (protocol section 6)."""
     if rec.format == "rich":
@@ -153,6 +168,13 @@ def _dumps(body: dict[str, Any]) -> str:
     except UnicodeEncodeError:
         return to_json(body)
     return text
+
+
+def complete(prefix: str, resolved_at: str) -> str:
+    """A result written outside the store's scripts (an envelope whose ask_id is unreadable): the
+    prefix closed as ``write_result`` in ``_common.lua`` closes it, with ``"votes": null``."""
+    head = prefix.removesuffix('"resolved_at":')
+    return head + '"votes":null,"resolved_at":' + json.dumps(resolved_at) + "}"
 
 
 def result_prefix(

@@ -14,6 +14,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import TextContent
 
 from bot.client import AskClient, AskRequestError
+from tests.decline_helpers import decline
 from tests.harness import Harness, button_values
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,7 +110,8 @@ async def test_the_ask_command_exit_codes_tell_the_outcomes_apart(harness: Harne
     declined = asyncio.create_task(
         _run_cli(harness, "--channel", "C0DEPLOY", "Ship?", "--option", "Yes", "--json")
     )
-    await _answer_next(harness, "U0BOB", "slack_ask:decline")
+    [message] = await harness.posted("C0DEPLOY", timeout=15)
+    await decline(harness.fake, "U0BOB", "C0DEPLOY", message.ts)
     code, out, _ = await declined
     assert code == 3
     assert json.loads(out)["outcome"] == "cancelled"

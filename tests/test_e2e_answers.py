@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
+from tests.decline_helpers import decline
 from tests.harness import Harness, button_values, interactive_elements
 
 DEPLOY = {
@@ -144,16 +146,52 @@ async def test_rich_form_with_a_text_question(harness: Harness) -> None:
     assert "Q: Where should we deploy?" in result["text"] and "Answer: ship it\n  please" in result["text"]
 
 
-async def test_decline_cancels_every_question(harness: Harness) -> None:
+async def test_decline_without_a_reason_cancels_every_question(harness: Harness) -> None:
     env = harness.envelope(DEPLOY)
     await harness.send(env)
     [message] = await harness.posted()
-    await harness.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:decline")
+    await decline(harness.fake, "U0ALICE", "C0DEPLOY", message.ts)
     result = await harness.result(env["reply_to"])
     assert result["outcome"] == "cancelled"
     assert result["text"] == "User answers:\ndeploy: (cancelled)"
     assert result["responder"]["id"] == "U0ALICE"
-    await harness.ended("C0DEPLOY", message.ts)
+    assert all("note" not in answer for answer in result["answers"])
+    ended = await harness.ended("C0DEPLOY", message.ts)
+    assert "Declined by <@U0ALICE>" in json.dumps(ended.blocks)
+
+
+async def test_decline_opens_a_modal_and_nothing_ends_until_it_is_submitted(harness: Harness) -> None:
+    env = harness.envelope(DEPLOY)
+    await harness.send(env)
+    [message] = await harness.posted()
+    await harness.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:decline")
+    [view] = await harness.fake.wait_for(lambda: harness.fake.open_views("U0ALICE"), what="the decline modal")
+    assert view.view["submit"]["text"] == "Decline"
+    assert await harness.no_more_results(env["reply_to"], wait=0.3)
+    await harness.fake.close_view("U0ALICE", view.id)
+    await harness.fake.click("U0BOB", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+    assert (await harness.result(env["reply_to"]))["outcome"] == "answered"
+
+
+async def test_decline_with_a_reason_puts_it_in_every_note_and_the_ended_message(harness: Harness) -> None:
+    request = {
+        "questions": [
+            {"id": "deploy", "question": "Deploy?", "options": ["Yes", "No"]},
+            {"id": "when", "question": "When?", "options": ["Now", "Later"]},
+        ]
+    }
+    env = harness.envelope(request)
+    await harness.send(env)
+    [message] = await harness.posted()
+    await decline(harness.fake, "U0ALICE", "C0DEPLOY", message.ts, reason="Freeze <!here> until Monday")
+    result = await harness.result(env["reply_to"])
+    assert result["outcome"] == "cancelled"
+    assert [a["note"] for a in result["answers"]] == ["Freeze <!here> until Monday"] * 2
+    assert [a["status"] for a in result["answers"]] == ["cancelled", "cancelled"]
+    ended = await harness.ended("C0DEPLOY", message.ts)
+    text = json.dumps(ended.blocks)
+    assert "Declined by <@U0ALICE>: Freeze &lt;!here&gt; until Monday" in text
+    assert "<!here>" not in text
 
 
 async def test_a_person_not_allowed_is_told_privately_and_nothing_changes(harness: Harness) -> None:

@@ -278,11 +278,12 @@ class TestOneClick:
 
 
 class TestAskMessage:
-    def test_decline_is_dangerous_and_asks_for_confirmation(self) -> None:
+    def test_decline_is_dangerous_and_opens_its_modal_instead_of_a_confirmation(self) -> None:
         decline = buttons(render_ask_message(pi_ask(), now_ms=NOW))[-1]
         assert decline["action_id"] == ACTION_DECLINE
         assert decline["style"] == "danger"
-        assert decline["confirm"]["confirm"]["text"] == "Decline"
+        # The modal (an optional reason, then Decline) is the confirmation: no dialog before it.
+        assert "confirm" not in decline
         assert AskRef.decode(decline["value"]) == AskRef(tag="tag1", ask_id="ask-1")
 
     def test_answer_button_is_primary(self) -> None:

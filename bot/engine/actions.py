@@ -10,8 +10,9 @@ from bot import render, results
 from bot.engine.endings import Endings
 from bot.engine.room import Refusal, Room, Shared
 from bot.engine.timers import Timers
+from bot.engine.votes import Votes
 from bot.errors import SlackError
-from bot.ids import AskRef, FormMeta
+from bot.ids import VIEW_DECLINE, AskRef, FormMeta
 from bot.logs import bind_ask_id
 from bot.metrics import METRICS
 from bot.model import AskRecord, PostedMessage
@@ -23,6 +24,7 @@ from bot.slack.interactions import (
     ViewSubmission,
     read_form,
     read_other_text,
+    read_reason,
 )
 from bot.storage.store import LoadedAsk, ResolveVerdict
 from contract import QuestionAnswer
@@ -37,6 +39,7 @@ class Actions(Room):
         super().__init__(shared)
         self.endings = endings
         self.timers = timers
+        self.votes = Votes(shared, endings=endings, timers=timers)
 
     async def may_answer(self, rec: AskRecord, user_id: str) -> bool:
         """Server-side who-may-answer (protocol section 7); fails closed when Slack cannot tell."""
@@ -140,6 +143,13 @@ class Actions(Room):
         if rec.request is None or option is None or not 0 <= option < len(rec.request.questions[0].options):
             await self.tell(action.channel, action.user.id, render.render_refusal("ended"))
             return
+        if rec.approval is not None:
+            refusal = await self._vote(
+                loaded, action.user, option, channel=action.channel, ts=action.message_ts
+            )
+            if refusal is not None:
+                await self.tell(action.channel, action.user.id, refusal.text)
+            return
         question = rec.request.questions[0]
         answers = [QuestionAnswer(id=question.id, status="answered", selected=[option])]
         refusal = await self._answer(
@@ -153,11 +163,32 @@ class Actions(Room):
         if refusal is not None:
             await self.tell(action.channel, action.user.id, refusal.text)
 
+    async def _vote(
+        self, loaded: LoadedAsk, user: SlackUser, option: int, *, channel: str | None, ts: str | None
+    ) -> Refusal | None:
+        """An approval ask (protocol section 13): the click is a vote (bot.engine.votes)."""
+        return await self.votes.vote(loaded, user, option, acted_on=self._acted_on(loaded, channel, ts))
+
     async def on_decline(self, action: BlockAction) -> None:
+        """Decline opens a small modal with an optional reason (protocol section 9); its Decline button
+        ends the ask. Without a trigger (no modal can open) the click declines at once, without one."""
         loaded = await self._actionable(action)
         if loaded is None:
             return
-        ending = results.ended_without_answer(loaded.record, "cancelled")
+        if action.trigger_id is not None and action.ref is not None:
+            ref = AskRef(tag=action.ref.tag, ask_id=action.ref.ask_id)
+            meta = FormMeta(ref=ref, channel=action.channel, ts=action.message_ts)
+            try:
+                await self.slack.open_view(
+                    action.trigger_id, render.render_decline_modal(loaded.record, meta)
+                )
+            except SlackError as exc:
+                log.warning("could not open the decline form for %s: %s", ref.ask_id, exc)
+                await self.tell(
+                    action.channel, action.user.id, "Slack did not open the form in time. Please click again."
+                )
+            return
+        ending = results.declined(loaded.record, None)
         refusal = await self._answer(
             loaded, ending, action.user, channel=action.channel, ts=action.message_ts, event="declined"
         )
@@ -202,7 +233,12 @@ class Actions(Room):
         loaded = await self._load_for_action(meta.ref, sub.user)
         if isinstance(loaded, Refusal):
             return _notice_view(loaded.text), None
-        if meta.question is not None:
+        event = "answered"
+        vote: int | None = None
+        if sub.callback_id == VIEW_DECLINE:
+            ending = results.declined(loaded.record, read_reason(sub.values))
+            event = "declined"
+        elif meta.question is not None:
             parsed_other = read_other_text(loaded.record, meta.question, sub.values)
             if isinstance(parsed_other, FormErrors):
                 return {"response_action": "errors", "errors": parsed_other.errors}, None
@@ -212,11 +248,23 @@ class Actions(Room):
             if isinstance(parsed, FormErrors):
                 return {"response_action": "errors", "errors": parsed.errors}, None
             ending = _form_ending(loaded.record, parsed)
+            if loaded.record.approval is not None:
+                # The full form of an approval ask (its text was cut in the message) casts a vote.
+                selected = parsed.answers[0].selected if parsed.answers else []
+                if len(selected) != 1:
+                    return {
+                        "response_action": "errors",
+                        "errors": {"answer:0": render.render_refusal("no_option")},
+                    }, None
+                vote = selected[0]
 
         async def resolve() -> None:
-            refusal = await self._answer(
-                loaded, ending, sub.user, channel=meta.channel, ts=meta.ts, event="answered"
-            )
+            if vote is not None:
+                refusal = await self._vote(loaded, sub.user, vote, channel=meta.channel, ts=meta.ts)
+            else:
+                refusal = await self._answer(
+                    loaded, ending, sub.user, channel=meta.channel, ts=meta.ts, event=event
+                )
             if refusal is not None:
                 await self.tell(meta.channel, sub.user.id, refusal.text)
 

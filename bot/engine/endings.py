@@ -118,6 +118,12 @@ class Endings(Room):
             return
         if reason is None and result.get("outcome") == "cancelled" and by is None:
             reason = ""
+        if reason is None and result.get("outcome") == "cancelled":
+            # A Decline's reason travels in every answer's note (protocol section 9), so a redraw
+            # by the sweeper shows it too.
+            notes = [a.get("note") for a in result.get("answers") or [] if isinstance(a, dict)]
+            reason = next((n for n in notes if isinstance(n, str) and n), None)
+        votes = result.get("votes")
         ended = render.render_ended_message(
             rec,
             outcome=str(result.get("outcome")),
@@ -125,6 +131,7 @@ class Endings(Room):
             resolved_ms=_iso_to_ms(result.get("resolved_at")),
             summary=summary_lines(rec, result),
             reason=reason,
+            votes=votes if isinstance(votes, list) else None,
         )
         ok = 0
         for message in messages:

@@ -3,7 +3,6 @@ dead letter."""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 
@@ -195,7 +194,7 @@ class Intake(Room):
                 slack=None,
                 created_at=iso_ms(created_ms),
             )
-            await self._push_or_park(entry, exc.reply_to, prefix + json.dumps(iso_ms(now)) + "}")
+            await self._push_or_park(entry, exc.reply_to, results.complete(prefix, iso_ms(now)))
             return
         tag = await self.store.claim_index(exc.ask_id, slot_tag(exc.reply_to), self._pending_ttl_ms(None))
         rec = AskRecord(ask_id=exc.ask_id, tag=tag, reply_to=exc.reply_to, created_ms=created_ms)

@@ -149,7 +149,9 @@ class Timers(Room):
         where = place(how)
         try:
             target = await self.slack.target_for(channel=how.channel, user=how.user)
-            message = render.render_ask_message(rec, now_ms=now_ms, step=step + 1, mentions=how.mention)
+            message = render.render_ask_message(
+                rec, now_ms=now_ms, step=step + 1, mentions=how.mention, votes=loaded.votes or ()
+            )
             ts = await self.slack.post(target, text=message.text, blocks=message.blocks)
         except SlackError as exc:
             log.warning("escalation step %d of %s failed: %s", step + 1, rec.ask_id, exc)
@@ -184,7 +186,9 @@ class Timers(Room):
         # Earlier messages stay answerable and say every place the ask went since.
         for earlier in loaded.messages:
             places = [place(s) for s in rec.escalate[earlier.step : step + 1]]
-            redrawn = render.render_ask_message(rec, now_ms=now_ms, step=earlier.step, elsewhere=places)
+            redrawn = render.render_ask_message(
+                rec, now_ms=now_ms, step=earlier.step, elsewhere=places, votes=loaded.votes or ()
+            )
             try:
                 await self.slack.update(earlier.channel, earlier.ts, text=redrawn.text, blocks=redrawn.blocks)
             except SlackError as exc:

@@ -19,7 +19,7 @@ Interactive elements carry the ids of :mod:`bot.ids`.
 
 from bot.render.ended import RefusalKind, render_ended_message, render_refusal
 from bot.render.message import render_ask_message
-from bot.render.modal import render_form_modal, render_other_modal
+from bot.render.modal import render_decline_modal, render_form_modal, render_other_modal
 from bot.render.mrkdwn import (
     CUT_MARK,
     WORD_JOINER,
@@ -47,6 +47,7 @@ __all__ = [
     "mention_tokens",
     "one_line",
     "render_ask_message",
+    "render_decline_modal",
     "render_ended_message",
     "render_form_modal",
     "render_other_modal",

@@ -4,8 +4,8 @@ count.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Final, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Literal
 
 from slack_sdk.models.blocks import Block
 
@@ -22,6 +22,7 @@ from bot.render.shared import (
     inline,
     section_block,
 )
+from bot.render.tally import ended_votes_lines
 from bot.slack.blockkit import check_message
 
 __all__ = ["ENDED_OUTCOMES", "RefusalKind", "render_ended_message", "render_refusal"]
@@ -39,7 +40,7 @@ ENDED_OUTCOMES: Final = (
 )
 """Outcomes :func:`render_ended_message` puts into words; any other word shows as ``Ended (<word>)``."""
 
-RefusalKind = Literal["not_allowed", "ended", "late"]
+RefusalKind = Literal["not_allowed", "ended", "late", "requester", "no_option"]
 
 
 def _outcome_words(outcome: str, who: str | None, reason: str | None) -> str:
@@ -53,7 +54,7 @@ def _outcome_words(outcome: str, who: str | None, reason: str | None) -> str:
     if outcome == "defaulted":
         return "Timed out — default applied"
     if outcome == "declined" or (outcome == "cancelled" and acted):
-        return f"Declined{by}"
+        return f"Declined{by}{because}"
     if outcome in ("withdrawn", "cancelled"):
         return f"Withdrawn by the requester{because}"
     if outcome == "timeout":
@@ -85,11 +86,13 @@ def render_ended_message(
     resolved_ms: int,
     summary: Sequence[str],
     reason: str | None = None,
+    votes: Sequence[Mapping[str, Any]] | None = None,
 ) -> Message:
     """The ask's message once it ended: the questions, compactly, and who ended it how and when.
 
     No interactive element at all (protocol section 10.3). ``outcome`` is one of :data:`ENDED_OUTCOMES`;
-    ``responder_id`` is a Slack user id the bot verified; ``summary`` and ``reason`` are untrusted text.
+    ``responder_id`` is a Slack user id the bot verified; ``summary`` and ``reason`` are untrusted text;
+    ``votes`` (approvals, protocol section 13) are the final votes, shown as who voted what.
     """
     questions = question_views(ask)
     who = _responder(responder_id)
@@ -106,6 +109,9 @@ def render_ended_message(
     lines = [inline(line, 400) for line in summary if line and line.strip()]
     if lines:
         blocks.append(section_block(cut("\n".join(f"• {line}" for line in lines), 3000)))
+    if votes:
+        voted = "\n".join(ended_votes_lines(ask, votes))
+        blocks.append(section_block(cut(f"*Votes* ({len(votes)}):\n{voted}", 3000)))
     when = date_token(resolved_ms)
     blocks.append(context_block(f"{words} · {when}" if when else words))
     plain_words = _outcome_words(outcome, "" if who else None, None)
@@ -118,6 +124,8 @@ _REFUSALS: Final[dict[str, str]] = {
     "not_allowed": "Sorry, this question is for someone else, so your answer was not recorded.",
     "ended": "This question has already ended, so your answer was not recorded.",
     "late": "Too late: the deadline for this question has passed, so your answer was not recorded.",
+    "requester": "You asked for this approval, so you cannot vote on it; your vote was not counted.",
+    "no_option": "A vote is for one of the options, so this answer was not counted. Please pick an option.",
 }
 
 

@@ -7,10 +7,10 @@ the button's :class:`~bot.ids.AskRef` value.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from slack_sdk.models.blocks import ActionsBlock, Block, ButtonElement, ConfirmObject, DividerBlock
+from slack_sdk.models.blocks import ActionsBlock, Block, ButtonElement, DividerBlock
 
 from bot.ids import ACTION_CHOOSE, ACTION_DECLINE, ACTION_OPEN, ACTION_OTHER, AskRef
 from bot.model import AskRecord
@@ -36,6 +36,7 @@ from bot.render.shared import (
     plain_line,
     section_block,
 )
+from bot.render.tally import approval_about, tally_text
 from bot.slack.blockkit import MESSAGE_MAX_BLOCKS, blocks_text_length, check_message, validate_message
 
 __all__ = ["render_ask_message"]
@@ -48,11 +49,13 @@ def render_ask_message(
     step: int = 0,
     mentions: Sequence[str] = (),
     elsewhere: Sequence[str] = (),
+    votes: Sequence[Mapping[str, Any]] = (),
 ) -> Message:
     """The message that carries an ask: header, context, each question, then the buttons.
 
     ``mentions`` are the Slack ids an escalation step asked to mention (the only mentions the bot emits);
-    ``elsewhere`` names the other places the ask was posted ("Also asked in …").
+    ``elsewhere`` names the other places the ask was posted ("Also asked in …"); ``votes`` are an
+    approval's votes so far, as a result lists them (the tally, protocol section 13).
     """
     questions = question_views(ask)
     tokens = mention_tokens(mentions)
@@ -64,7 +67,7 @@ def render_ask_message(
         if level is not MESSAGE_LEVELS[-1] and not may_fit(questions, level, MESSAGE_MAX_BLOCKS):
             continue
         blocks = _ask_blocks(
-            ask, questions, level, now_ms=now_ms, step=step, tokens=tokens, elsewhere=elsewhere
+            ask, questions, level, now_ms=now_ms, step=step, tokens=tokens, elsewhere=elsewhere, votes=votes
         )
         payload = {"text": fallback, "blocks": blocks}
         fits = len(blocks) <= MESSAGE_MAX_BLOCKS and blocks_text_length(blocks) <= MESSAGE_TEXT_BUDGET
@@ -89,6 +92,7 @@ def _ask_blocks(
     step: int,
     tokens: list[str],
     elsewhere: Sequence[str],
+    votes: Sequence[Mapping[str, Any]],
 ) -> list[dict[str, Any]]:
     cutter = Cutter(split=level.split)
     blocks: list[Block] = [header_block(ask_title(ask))]
@@ -107,7 +111,8 @@ def _ask_blocks(
             for heading, text in q.extras:
                 prefix = f"*{heading}:* " if heading else ""
                 blocks += cutter.markdown(text, level.extras, prefix)
-        meta = [kind_words(q)]
+        # An approval's question is answered by votes on its options, never by free text.
+        meta = [kind_words(q) if ask.approval is None else "Vote for one option"]
         if q.category in CATEGORY_WORDS:
             meta.insert(0, f"Category: *{CATEGORY_WORDS[q.category]}*")
         if q.options and level.listing:
@@ -120,6 +125,8 @@ def _ask_blocks(
             blocks.append(context_block(" · ".join(meta), cutter.cut("Options: " + compact, 2000)))
         else:
             blocks.append(context_block(" · ".join(meta)))
+    if ask.approval is not None:
+        blocks.append(section_block(tally_text(ask, votes)))
     blocks.append(_actions(ask, truncated=cutter.truncated))
     return dicts(blocks)
 
@@ -144,6 +151,9 @@ def _about(ask: AskRecord, *, now_ms: int, step: int, elsewhere: Sequence[str]) 
         parts.append("The deadline has passed")
     else:
         parts.append(f"Answer by {deadline}" if deadline else "No deadline")
+    needs = approval_about(ask)
+    if needs:
+        parts.append(needs)
     if step > 0:
         parts.append("Escalated here")
     places = [inline(place, 200) for place in elsewhere if place and place.strip()]
@@ -155,7 +165,22 @@ def _about(ask: AskRecord, *, now_ms: int, step: int, elsewhere: Sequence[str]) 
 def _actions(ask: AskRecord, *, truncated: bool) -> Block:
     ref = AskRef(tag=ask.tag, ask_id=ask.ask_id).encode()
     buttons: list[ButtonElement] = []
-    if is_one_click(ask):
+    if ask.approval is not None and ask.request is not None:
+        # A vote is one click on an option, whatever the number of options (at most 12, within the
+        # 25 elements of an actions block); no "Other…": a vote is for one of the options. The buttons
+        # stay until the ask ends, so people can change their vote.
+        for i, o in enumerate(ask.request.questions[0].options):
+            buttons.append(
+                ButtonElement(
+                    text=plain(plain_line(o.label, 75, f"Option {i + 1}")),
+                    action_id=f"{ACTION_CHOOSE}:{i}",
+                    value=AskRef(tag=ask.tag, ask_id=ask.ask_id, option=i).encode(),
+                    style="danger" if i in ask.approval.veto else None,
+                )
+            )
+        if truncated:
+            buttons.append(ButtonElement(text=plain("Read all…"), action_id=ACTION_OPEN, value=ref))
+    elif is_one_click(ask):
         assert ask.request is not None  # is_one_click checked it
         q = ask.request.questions[0]
         for i, o in enumerate(q.options):
@@ -176,19 +201,7 @@ def _actions(ask: AskRecord, *, truncated: bool) -> Block:
         buttons.append(
             ButtonElement(text=plain("Answer…"), action_id=ACTION_OPEN, value=ref, style="primary")
         )
-    buttons.append(
-        ButtonElement(
-            text=plain("Decline"),
-            action_id=ACTION_DECLINE,
-            value=ref,
-            style="danger",
-            confirm=ConfirmObject(
-                title=plain("Decline to answer?"),
-                text=plain("The agent will be told that you declined. This ends the question for everyone."),
-                confirm=plain("Decline"),
-                deny=plain("Go back"),
-                style="danger",
-            ),
-        )
-    )
+    # Decline opens a small modal (an optional reason, then the Decline button): the same two clicks
+    # as the confirmation it replaces, so Decline stays one click away for people who give no reason.
+    buttons.append(ButtonElement(text=plain("Decline…"), action_id=ACTION_DECLINE, value=ref, style="danger"))
     return ActionsBlock(elements=buttons)

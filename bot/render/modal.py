@@ -7,7 +7,16 @@ from typing import Any
 from slack_sdk.models.blocks import Block, DividerBlock
 from slack_sdk.models.views import View
 
-from bot.ids import FIELD_ADDITIONAL, FIELD_CUSTOM, FIELD_NOTE, VIEW_FORM, VIEW_OTHER, FormMeta
+from bot.ids import (
+    FIELD_ADDITIONAL,
+    FIELD_CUSTOM,
+    FIELD_NOTE,
+    FIELD_REASON,
+    VIEW_DECLINE,
+    VIEW_FORM,
+    VIEW_OTHER,
+    FormMeta,
+)
 from bot.model import AskRecord
 from bot.render.fitting import MODAL_LEVELS, VIEW_BYTE_BUDGET, Cutter, Level, may_fit, option_listing
 from bot.render.mrkdwn import cut, to_mrkdwn
@@ -24,7 +33,7 @@ from bot.render.shared import context_block, header_block, inline, plain, sectio
 from bot.slack.blockkit import VIEW_MAX_BLOCKS, check_view, validate_view, view_size
 from contract.question import OTHER_OPTION
 
-__all__ = ["render_form_modal", "render_other_modal"]
+__all__ = ["render_decline_modal", "render_form_modal", "render_other_modal"]
 
 
 def render_form_modal(ask: AskRecord, meta: FormMeta) -> dict[str, Any]:
@@ -45,13 +54,15 @@ def render_form_modal(ask: AskRecord, meta: FormMeta) -> dict[str, Any]:
     return view
 
 
-def _view(callback_id: str, title: str, meta: FormMeta, blocks: list[Block]) -> dict[str, Any]:
+def _view(
+    callback_id: str, title: str, meta: FormMeta, blocks: list[Block], *, submit: str = "Submit"
+) -> dict[str, Any]:
     view: dict[str, Any] = View(
         type="modal",
         callback_id=callback_id,
         private_metadata=meta.encode(),
         title=plain(title),
-        submit=plain("Submit"),
+        submit=plain(submit),
         close=plain("Cancel"),
         blocks=blocks,
     ).to_dict()
@@ -99,5 +110,20 @@ def render_other_modal(ask: AskRecord, question_index: int, meta: FormMeta) -> d
         text_input(FIELD_NOTE, question_index, "Note", optional=True),
     ]
     view = _view(VIEW_OTHER, "Your own answer", meta, blocks)
+    check_view(view)
+    return view
+
+
+def render_decline_modal(ask: AskRecord, meta: FormMeta) -> dict[str, Any]:
+    """The small modal behind Decline (callback ``VIEW_DECLINE``): an optional reason, then Decline.
+
+    The reason goes to the agent in the ``note`` of every answer and shows in the ended message
+    (protocol section 9); submitting it empty declines without one."""
+    blocks: list[Block] = [
+        section_block(cut("*" + inline(ask_title(ask), 150) + "*", 2900)),
+        section_block("The agent will be told that you declined. This ends the question for everyone."),
+        text_input(FIELD_REASON, None, "Reason (optional)", optional=True),
+    ]
+    view = _view(VIEW_DECLINE, "Decline to answer?", meta, blocks, submit="Decline")
     check_view(view)
     return view

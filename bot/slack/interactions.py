@@ -18,6 +18,7 @@ from bot.ids import (
     FIELD_ANSWER,
     FIELD_CUSTOM,
     FIELD_NOTE,
+    FIELD_REASON,
     AskRef,
     FormMeta,
     parse_field_block_id,
@@ -37,6 +38,7 @@ __all__ = [
     "parse_view_submission",
     "read_form",
     "read_other_text",
+    "read_reason",
 ]
 
 
@@ -360,3 +362,11 @@ def read_other_text(
         custom_text=got.custom,
         note=None if _blank(got.note) else got.note,
     )
+
+
+def read_reason(values: Mapping[str, Mapping[str, StateValue]]) -> str | None:
+    """The Decline modal's optional reason, as typed (None when left empty or blank)."""
+    for action in values.get(FIELD_REASON, {}).values():
+        if not _blank(action.value):
+            return action.value
+    return None

@@ -17,13 +17,14 @@ from bot.ids import AskRef, FormMeta
 from bot.model import AskRecord
 from bot.render import (
     render_ask_message,
+    render_decline_modal,
     render_ended_message,
     render_form_modal,
     render_other_modal,
     render_refusal,
     render_reminder,
 )
-from contract.envelopes import Requester
+from contract.envelopes import Approval, Requester
 from contract.question import AskRequest, Option, Question
 from contract.rich import NormalizedQuestion, RichForm, RichOption
 
@@ -211,6 +212,22 @@ def _ended(ask: AskRecord, outcome: str, responder: str | None, reason: str | No
 
 Case = Callable[[], Any]
 
+
+def _approval_ask() -> AskRecord:
+    return pi_ask(
+        question("Deploy v2 to production?", labels=("Approve", "Reject")),
+        approval=Approval(count=2, veto=[1]),
+        requester=Requester(name="deploy-bot", user="U0REQ"),
+    )
+
+
+def _vote(user: str, name: str, option: int) -> dict[str, Any]:
+    return {"user": {"id": user, "name": name}, "selected": [option], "at": "2024-01-01T00:00:00.000Z"}
+
+
+# A hostile display name must show as text: no mention, no link.
+_VOTES = [_vote("U0ANN", "Ann <@U0BOSS> <!channel>", 0)]
+
 CASES: dict[str, Case] = {
     **{
         f"one_click_{n}_options": (
@@ -292,6 +309,21 @@ CASES: dict[str, Case] = {
     "refusal_not_allowed": lambda: render_refusal("not_allowed"),
     "refusal_ended": lambda: render_refusal("ended"),
     "refusal_late": lambda: render_refusal("late"),
+    "refusal_requester": lambda: render_refusal("requester"),
+    "approval_no_votes": lambda: render_ask_message(_approval_ask(), now_ms=NOW),
+    "approval_tally": lambda: render_ask_message(_approval_ask(), now_ms=NOW, votes=_VOTES),
+    "approval_ended": lambda: render_ended_message(
+        _approval_ask(),
+        outcome="answered",
+        responder_id="U0BOB",
+        resolved_ms=NOW,
+        summary=["q1: Approve"],
+        votes=[*_VOTES, _vote("U0BOB", "Bob", 0)],
+    ),
+    "decline_modal": lambda: render_decline_modal(pi_ask(), META),
+    "ended_declined_with_reason": lambda: _ended(
+        pi_ask(), "cancelled", "U0ABC", "<!here> freeze *until* Monday"
+    ),
 }
 
 

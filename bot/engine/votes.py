@@ -1,0 +1,143 @@
+"""Approvals (protocol section 13): a click is a vote; the store records it and decides in one step.
+
+The vote script (``vote.lua``) decides atomically in the ask's slot, so this room only prepares the
+result the vote would give should it decide (the usual single-question result for that option, with
+the voter as responder), then draws what the store said: the ended message, or the live tally.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bot import render, results
+from bot.engine.endings import Endings
+from bot.engine.room import Refusal, Room, Shared
+from bot.engine.timers import Timers, place
+from bot.errors import SlackError, SlackPermanentError
+from bot.logs import bind_ask_id
+from bot.metrics import METRICS
+from bot.model import AskRecord, PostedMessage
+from bot.slack.interactions import SlackUser
+from bot.storage.store import LoadedAsk, Vote
+from contract import QuestionAnswer
+
+__all__ = ["REQUESTER_UNKNOWN", "Votes"]
+
+log = logging.getLogger(__name__)
+
+_EMAIL_CACHE_S = 600.0
+"""How long an e-mail's Slack user id is reused (users.lookupByEmail is rate limited)."""
+_REDRAWS = 3
+"""Tally redraws per vote at most; each one re-reads the votes, so the last drawn is the newest."""
+
+REQUESTER_UNKNOWN = (
+    "Slack could not tell right now whether you asked for this approval, so your vote was not counted. "
+    "Please try again in a moment."
+)
+
+
+class Votes(Room):
+    def __init__(self, shared: Shared, *, endings: Endings, timers: Timers) -> None:
+        super().__init__(shared)
+        self.endings = endings
+        self.timers = timers
+        self._emails: dict[str, tuple[float, str | None]] = {}
+
+    async def vote(
+        self, loaded: LoadedAsk, user: SlackUser, option: int, *, acted_on: PostedMessage | None
+    ) -> Refusal | None:
+        """Count ``user``'s vote for ``option``; a Refusal (told privately) when it cannot count."""
+        rec = loaded.record
+        assert rec.approval is not None and rec.request is not None
+        if rec.approval.exclude_requester:
+            requester = await self._is_requester(rec, user.id)
+            if requester is None:
+                return Refusal("requester_unknown", REQUESTER_UNKNOWN)
+            if requester:
+                METRICS.refusals.labels(kind="requester").inc()
+                await self.store.audit(rec.tag, rec.ask_id, "refused_requester", by=user.id)
+                return Refusal("requester", render.render_refusal("requester"))
+        question = rec.request.questions[0]
+        # Exactly the result of one person choosing this option, should this vote decide.
+        ending = results.answered(rec, [QuestionAnswer(id=question.id, status="answered", selected=[option])])
+        prefix = await self.endings.result_prefix(rec, ending, actor=user, where=acted_on)
+        verdict = await self.store.vote(Vote(rec, {"id": user.id, "name": user.display}, option, prefix))
+        if verdict.verdict == "won":
+            assert verdict.result is not None
+            METRICS.results.labels(outcome="answered").inc()
+            await self.endings.finish_messages(rec, verdict.messages, verdict.result, user.id)
+            return None
+        if verdict.verdict == "counted":
+            await self.redraw(rec)
+            return None
+        if verdict.verdict == "same":
+            return None  # a repeat of the vote already counted changes nothing
+        if verdict.verdict == "late":
+            METRICS.refusals.labels(kind="late").inc()
+            await self.timers.time_out(loaded)
+            return Refusal("late", render.render_refusal("late"))
+        return Refusal("ended", render.render_refusal("ended"))
+
+    async def redraw(self, rec: AskRecord) -> None:
+        """Draw the current tally on every message of a pending approval ask.
+
+        Votes arriving together may draw out of order, and the ask may end between a read and a draw:
+        after drawing, the votes are read again and the tally redrawn (or the ended form drawn) until
+        what Slack shows is what Redis holds."""
+        drawn: list[dict[str, Any]] | None = None
+        for _ in range(_REDRAWS):
+            fresh = await self.store.load(rec.tag, rec.ask_id)
+            if fresh is None:
+                return
+            if fresh.state == "ended":
+                if drawn is not None and fresh.result is not None:
+                    # A tally drawn after the ending's update would leave live buttons: end them again.
+                    await self.endings.finish_messages(fresh.record, fresh.messages, fresh.result, fresh.by)
+                return
+            if drawn is not None and fresh.votes == drawn:
+                return
+            drawn = list(fresh.votes or [])
+            await self._draw(fresh, drawn)
+
+    async def _draw(self, loaded: LoadedAsk, votes: Sequence[Mapping[str, Any]]) -> None:
+        rec = loaded.record
+        bind_ask_id(rec.ask_id)
+        now_ms = int(time.time() * 1000)  # display only ("due in 5 min"); decisions use Redis time
+        for message in loaded.messages:
+            places = [place(s) for s in rec.escalate[message.step : loaded.step]]
+            redrawn = render.render_ask_message(
+                rec, now_ms=now_ms, step=message.step, elsewhere=places, votes=votes
+            )
+            try:
+                await self.slack.update(message.channel, message.ts, text=redrawn.text, blocks=redrawn.blocks)
+            except SlackError as exc:
+                log.info("could not draw the tally on %s/%s: %s", message.channel, message.ts, exc)
+
+    async def _is_requester(self, rec: AskRecord, user_id: str) -> bool | None:
+        """Whether ``user_id`` is the person named by ``requester.user``; None when Slack cannot tell
+        (the vote is then refused: exclusion fails closed, like who-may-answer)."""
+        named = rec.requester.user if rec.requester is not None else None
+        if not named:
+            return False
+        if "@" not in named:
+            return named == user_id
+        key = named.lower()
+        cached = self._emails.get(key)
+        now = time.monotonic()
+        if cached is None or now - cached[0] >= _EMAIL_CACHE_S:
+            try:
+                found: str | None = await self.slack.resolve_user(named)
+            except SlackPermanentError as exc:
+                if exc.code != "users_not_found":
+                    log.warning("cannot look up the requester %s: %s", named, exc)
+                    return None
+                found = None  # nobody in this workspace has that address: nobody here is the requester
+            except SlackError as exc:
+                log.warning("cannot look up the requester %s: %s", named, exc)
+                return None
+            cached = (now, found)
+            self._emails[key] = cached
+        return cached[1] == user_id
