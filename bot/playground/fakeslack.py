@@ -301,11 +301,14 @@ class FakeSlack(People, WebApiServer):
         is_archived: bool = False,
         members: Iterable[str] = (),
         bot_is_member: bool = True,
+        is_mpim: bool = False,
     ) -> Channel:
+        """A conversation; `is_mpim` makes it a group DM (private, e.g. `G0GROUP` "mpdm-alice--bob-1")."""
         channel = Channel(
             id=id,
             name=name,
-            is_private=is_private,
+            is_private=is_private or is_mpim,
+            is_mpim=is_mpim,
             is_archived=is_archived,
             members=list(members),
             bot_is_member=bot_is_member,

@@ -32,7 +32,7 @@ from aiohttp import web
 from bot.playground import payloads
 from bot.playground.errors import FakeSlackError
 from bot.playground.fakeslack import BotResponse, FakeSlack
-from bot.playground.state import JSON
+from bot.playground.state import JSON, Message
 from contract import ContractError, EnvelopeError, normalize_ask_request, normalize_rich_form
 from contract.envelopes import parse_ask_envelope
 
@@ -253,6 +253,11 @@ class PlaygroundPage:
             data["edited"] = bool(m.edits)
             return data
 
+        def posted(m: Message) -> JSON:
+            data = message(m)
+            data["delete_note"] = self._delete_note(m)
+            return data
+
         return {
             "version": ws.version,
             "team": {"id": ws.team_id, "domain": ws.team_domain, "name": ws.team_name},
@@ -262,7 +267,7 @@ class PlaygroundPage:
             "channels": [dataclasses.asdict(c) for c in ws.channels.values()],
             "usergroups": [dataclasses.asdict(g) for g in ws.usergroups.values()],
             "messages": {
-                channel: [message(m) for m in messages if not m.deleted]
+                channel: [posted(m) for m in messages if not m.deleted]
                 for channel, messages in ws.messages.items()
             },
             "ephemerals": [message(e) for e in ws.ephemerals if not e.deleted],
@@ -365,6 +370,29 @@ class PlaygroundPage:
         body = await self._body(request)
         response = await self.fake.delete_message(_required(body, "channel"), _required(body, "ts"))
         return _bot_answer(response)
+
+    def _delete_note(self, m: Message) -> str:
+        """What the Delete dialog says will happen: exactly the event the bot gets, if any."""
+        if m.tombstone:
+            return "Already deleted: Slack keeps this placeholder while the thread has replies."
+        event = self.fake.deletion_event(m)
+        if event is None:
+            channel = self.fake.state.channels.get(m.channel)
+            name = f"#{channel.name}" if channel is not None else m.channel
+            return (
+                f"As a workspace admin. The bot is not a member of {name}, so Slack sends it no event: "
+                "an ask this message carried keeps its buttons until it ends another way."
+            )
+        if event == "message_changed":
+            return (
+                "As a workspace admin. It has thread replies, so Slack leaves “This message was deleted.” "
+                "in its place and sends the bot message_changed (a tombstone); a pending ask it carried ends "
+                "as dismissed."
+            )
+        return (
+            "As a workspace admin. Slack sends the bot message_deleted; a pending ask it carried ends as "
+            "dismissed."
+        )
 
     async def _ask(self, request: web.Request) -> web.StreamResponse:
         body = await self._body(request)

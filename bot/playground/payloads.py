@@ -35,6 +35,7 @@ __all__ = [
     "initial_state",
     "iter_elements",
     "message_deleted_event",
+    "message_removed_event",
     "sign",
     "signed_headers",
     "state_values",
@@ -487,6 +488,24 @@ def message_deleted_event(message: JSON, channel: Channel, *, event_ts: str) -> 
         "ts": event_ts,
         "deleted_ts": message["ts"],
         "event_ts": event_ts,
+        "previous_message": message,
+        "channel_type": channel.channel_type,
+    }
+
+
+def message_removed_event(message: JSON, tombstone: JSON | None, channel: Channel, *, event_ts: str) -> JSON:
+    """What Slack sends when `message` is deleted: `message_deleted`, or for a thread's parent (a
+    `tombstone` stays in its place) `message_changed` with the tombstone as `message`."""
+    if tombstone is None:
+        return message_deleted_event(message, channel, event_ts=event_ts)
+    return {
+        "type": "message",
+        "subtype": "message_changed",
+        "hidden": True,
+        "channel": channel.id,
+        "ts": event_ts,
+        "event_ts": event_ts,
+        "message": tombstone,
         "previous_message": message,
         "channel_type": channel.channel_type,
     }

@@ -97,22 +97,38 @@ class People:
         return await self._deliver(event, channel)
 
     async def delete_message(self, channel: str, ts: str) -> BotResponse | None:
-        """Delete a message as a person (say an admin) would, and tell the bot (`message_deleted`).
+        """Delete a message as a person (say an admin) would, and tell the bot what Slack tells it.
 
-        Note: the event's `previous_message.user` is the bot for the bot's own messages, so Bolt's default
-        IgnoringSelfEvents middleware drops it; the bot needs `ignoring_self_events_enabled=False` to see it.
+        Without thread replies: `message_deleted`. With replies (a reminded ask has some) the message
+        becomes a tombstone and the event is `message_changed` whose `message.subtype` is `tombstone`.
+        In a group DM the event's `channel_type` is `mpim`. Returns the bot's answer, or None when the
+        bot gets no event (not in the conversation, no events_url).
+
+        Note: `message_deleted`'s `previous_message.user` is the bot for the bot's own messages, so Bolt's
+        default IgnoringSelfEvents middleware drops it; the bot needs `ignoring_self_events_enabled=False`
+        to see it. (A tombstone's `message.user` is `USLACKBOT`, so that one passes either way.)
         """
         channel_obj = self._channel(self.state.resolve_channel_id(channel))
         message = self.state.find_message(channel_obj.id, ts)
+        if message is not None and message.tombstone:
+            msg = f"message {ts!r} in {channel_obj.id} is already deleted (a tombstone now)"
+            raise FakeSlackError(msg)
         if message is None or message.deleted:
             there = [m.ts for m in self.messages(channel_obj.id)]
             msg = f"no message {ts!r} in {channel_obj.id}; messages there: {there}"
             raise FakeSlackError(msg)
-        before = message.to_slack()
-        message.deleted = True
-        self.state.touch()
-        event = payloads.message_deleted_event(before, channel_obj, event_ts=self.state.next_ts())
+        before, tombstone = self.state.delete_message(message)
+        event_ts = self.state.next_ts()
+        event = payloads.message_removed_event(before, tombstone, channel_obj, event_ts=event_ts)
         return await self._deliver(event, channel_obj)
+
+    def deletion_event(self, message: Message) -> str | None:
+        """The event deleting `message` would send the bot (`message_deleted`, or `message_changed` for a
+        thread's parent, which becomes a tombstone), or None when the bot would hear nothing."""
+        channel = self.state.channels.get(message.channel)
+        if channel is None or not self._bot_hears(channel) or message.deleted or message.tombstone:
+            return None
+        return "message_changed" if self.state.thread_replies(message) else "message_deleted"
 
     async def say(self, user_id: str, channel: str, text: str, *, thread_ts: str | None = None) -> Message:
         """`user_id` posts a message (a user id as channel: their DM with the bot); the bot gets the event."""

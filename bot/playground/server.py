@@ -266,11 +266,13 @@ class WebApiServer:
         if _flag(body, "delete_original"):
             if original is None or original.deleted:
                 raise ApiError("message_not_found")
-            before = original.to_slack() if isinstance(original, Message) else None
-            original.deleted = True
-            ws.touch()
-            if before is not None:
-                self._emit(payloads.message_deleted_event(before, channel, event_ts=ws.next_ts()), channel)
+            if isinstance(original, Message):
+                before, tombstone = ws.delete_message(original)
+                event = payloads.message_removed_event(before, tombstone, channel, event_ts=ws.next_ts())
+                self._emit(event, channel)
+            else:
+                original.deleted = True
+                ws.touch()
             return "deleted"
         text, blocks = self.api.content(body)
         if _flag(body, "replace_original"):

@@ -91,13 +91,15 @@ class User:
 
 @dataclass
 class Channel:
-    """A conversation: public or private channel, or the bot's DM with one user (`is_im`)."""
+    """A conversation: public or private channel, the bot's DM with one user (`is_im`), or a group DM
+    (`is_mpim`, always private)."""
 
     id: str
     name: str
     is_private: bool = False
     is_archived: bool = False
     is_im: bool = False
+    is_mpim: bool = False
     members: list[str] = field(default_factory=list)
     bot_is_member: bool = True
     user: str | None = None  # the person at the other end of a DM
@@ -119,10 +121,10 @@ class Channel:
             "id": self.id,
             "name": self.name,
             "name_normalized": self.name,
-            "is_channel": True,
-            "is_group": self.id.startswith("G"),
+            "is_channel": not self.is_mpim,
+            "is_group": self.id.startswith("G") and not self.is_mpim,
             "is_im": False,
-            "is_mpim": False,
+            "is_mpim": self.is_mpim,
             "is_private": self.is_private,
             "is_archived": self.is_archived,
             "is_general": False,
@@ -146,6 +148,8 @@ class Channel:
         """The `channel_type` Events API message events carry."""
         if self.is_im:
             return "im"
+        if self.is_mpim:
+            return "mpim"
         return "group" if self.is_private else "channel"
 
 
@@ -185,6 +189,8 @@ class Message:
     metadata: JSON | None = None
     edits: list[Edit] = field(default_factory=list)
     deleted: bool = False
+    tombstone: bool = False
+    """Deleted while it had thread replies: Slack keeps "This message was deleted." in its place."""
 
     @property
     def edited(self) -> bool:
@@ -198,6 +204,17 @@ class Message:
 
     def to_slack(self) -> JSON:
         """The message object as Slack returns it (`chat.postMessage`, interaction payloads)."""
+        if self.tombstone:
+            return {
+                "type": "message",
+                "subtype": "tombstone",
+                "text": self.text,
+                "user": self.user,
+                "hidden": True,
+                "ts": self.ts,
+                "thread_ts": self.ts,
+                "parent_user_id": self.user,
+            }
         message: JSON = {
             "type": "message",
             "text": self.text,
@@ -415,6 +432,45 @@ class Workspace:
         self.messages.setdefault(channel, []).append(message)
         self.touch()
         return message
+
+    def thread_replies(self, message: Message) -> list[Message]:
+        """The live replies in the thread under `message` (none unless it is a thread's parent)."""
+        return [
+            m
+            for m in self.messages.get(message.channel, [])
+            if m.thread_ts == message.ts and m.ts != message.ts and not m.deleted
+        ]
+
+    def delete_message(self, message: Message) -> tuple[JSON, JSON | None]:
+        """Delete `message` as Slack does; returns it as it was, and the tombstone left in its place.
+
+        Without thread replies it is gone (`message_deleted`). With replies Slack keeps a placeholder,
+        "This message was deleted.", with the same ts and the thread (`message_changed` whose message
+        has subtype `tombstone`); the tombstone is None when nothing stays. Shapes: slack-edge/slack-edge#10,
+        slackapi/java-slack-sdk#1384.
+        """
+        before = message.to_slack()
+        replies = self.thread_replies(message)
+        if not replies:
+            message.deleted = True
+            self.touch()
+            return before, None
+        users = list(dict.fromkeys(reply.user for reply in replies))
+        thread: JSON = {
+            "thread_ts": message.ts,
+            "reply_count": len(replies),
+            "reply_users_count": len(users),
+            "latest_reply": replies[-1].ts,
+            "reply_users": users,
+            "is_locked": False,
+            "subscribed": False,
+        }
+        before.update(thread)
+        message.text, message.blocks, message.metadata = "This message was deleted.", [], None
+        message.user, message.bot_id, message.app_id = "USLACKBOT", None, None
+        message.thread_ts, message.tombstone = message.ts, True
+        self.touch()
+        return before, {**message.to_slack(), **thread}
 
     # ids and clocks
 

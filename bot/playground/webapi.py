@@ -273,10 +273,10 @@ class WebApi:
     def chat_delete(self, params: JSON) -> JSON:
         channel = self.visible_channel(_text(params, "channel"))
         message = self.own_message(channel, _text(params, "ts"), refused="cant_delete_message")
-        before = message.to_slack()
-        message.deleted = True
-        self.ws.touch()
-        self.emit(payloads.message_deleted_event(before, channel, event_ts=self.ws.next_ts()), channel)
+        before, tombstone = self.ws.delete_message(message)
+        self.emit(
+            payloads.message_removed_event(before, tombstone, channel, event_ts=self.ws.next_ts()), channel
+        )
         return {"ok": True, "channel": channel.id, "ts": message.ts}
 
     def chat_post_ephemeral(self, params: JSON) -> JSON:

@@ -985,7 +985,7 @@
     h("div", { class: `avatar${author.bot ? " bot" : ""}`, "aria-hidden": "true" }, initials(author.name)),
     h("div", { class: "msg-main" },
       renderMessageBody(m, item.ephemeral),
-      item.ephemeral ? null : h("div", { class: "msg-tools" },
+      item.ephemeral || m.tombstone ? null : h("div", { class: "msg-tools" },
         h("button", { type: "button", class: "link-button", "aria-label": "Delete this message as a workspace admin", onclick: () => deleteMessage(m) }, "Delete")),
       item.replies.length ? h("details", { class: "thread", open: true },
         h("summary", {}, `${item.replies.length} ${item.replies.length === 1 ? "reply" : "replies"}`),
@@ -1001,7 +1001,8 @@
   async function deleteMessage(m) {
     const ok = await confirmDialog({
       title: { text: "Delete message?" },
-      text: { type: "plain_text", text: "As a workspace admin. The bot hears of it; a pending ask it carried ends as dismissed." },
+      // The server says what the bot will really get: message_deleted, a tombstone, or nothing at all.
+      text: { type: "plain_text", text: m.delete_note || "As a workspace admin." },
       confirm: { text: "Delete" },
       deny: { text: "Cancel" },
       style: "danger",
