@@ -136,6 +136,9 @@ class Settings(BaseSettings):
     consumer_name: str | None = Field(default=None, validation_alias="SLACK_ASK_CONSUMER")
     mcp_wait_s: float = Field(default=25.0, ge=0, validation_alias="SLACK_ASK_MCP_WAIT_S")
     log_format: Literal["text", "json"] = Field(default="text", validation_alias="SLACK_ASK_LOG_FORMAT")
+    # The bot's own pacing of Slack calls (bot.slack.pacing), as a multiple of Slack's published rates:
+    # 1 paces at them; more for a workspace with raised limits (or the fake's sped-up ones); 0: off.
+    pace_scale: float = Field(default=1.0, ge=0, validation_alias="SLACK_ASK_PACE_SCALE")
     # Every ask has a deadline (protocol section 2), so nothing lives past its keys' lifetimes.
     default_timeout_ms: int = Field(
         default=7 * DAY_MS, ge=1_000, le=MAX_TIMEOUT_CAP_MS, validation_alias="SLACK_ASK_DEFAULT_TIMEOUT_MS"

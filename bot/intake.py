@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 
 from redis.exceptions import RedisError
 
 from bot.engine import Engine
+from bot.errors import Deferred
 from bot.loops import LoopHealth, log_failure, sleep_or_stop
 from bot.metrics import METRICS
 from bot.storage.store import Entry, Store
@@ -62,11 +64,16 @@ class Intake:
         self._slots = asyncio.Semaphore(concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self._in_flight: set[str] = set()
+        # Entries waiting for a busy channel's post limit, by bucket, oldest first; they hold no slot.
+        self._waiting: dict[str, deque[Entry]] = {}
+        self._waiting_key: dict[str, str] = {}
+        self._wakers: dict[str, asyncio.TimerHandle] = {}
         self.health = LoopHealth("intake")
         self.reclaim_health = LoopHealth("reclaim")
         self.reclaimer: asyncio.Task[None] | None = None
 
     async def _one(self, entry: Entry) -> None:
+        deferred: Deferred | None = None
         try:
             problem = entry_problem(entry)
             if problem is not None:
@@ -76,26 +83,79 @@ class Intake:
             await self.engine.handle_entry(entry)
         except asyncio.CancelledError:
             raise
+        except Deferred as exc:
+            deferred = exc
         except Exception as exc:
             # Left pending on purpose: reclaim retries it, and after SLACK_ASK_MAX_DELIVERIES it is
             # parked on the dead-letter stream with its reason.
             log_failure(log, f"intake entry {entry.id} (it stays pending for a retry)", exc)
         finally:
-            self._in_flight.discard(entry.id)
             self._slots.release()
+            key = self._waiting_key.pop(entry.id, None)
+            if deferred is not None:
+                self._defer(entry, deferred, first=key is not None)
+            else:
+                self._in_flight.discard(entry.id)
+                if key is not None:
+                    self._arm(key, 0.0)  # the channel took this one: its next waiting entry may try
+
+    def _defer(self, entry: Entry, deferred: Deferred, *, first: bool) -> None:
+        """Park an entry whose channel is busy, without a slot, until its bucket has a token again:
+        one busy channel never holds back asks to the others (only each channel's oldest entry asks
+        its bucket again, so the busy channel drains in order, at Slack's pace)."""
+        queue = self._waiting.setdefault(deferred.key, deque())
+        if first:
+            queue.appendleft(entry)
+        else:
+            queue.append(entry)
+        self._waiting_key[entry.id] = deferred.key
+        self._arm(deferred.key, deferred.retry_in_s)
+
+    def _arm(self, key: str, delay_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        current = self._wakers.get(key)
+        if current is not None:
+            if current.when() <= loop.time() + delay_s:
+                return
+            current.cancel()
+        self._wakers[key] = loop.call_later(delay_s, self._wake, key)
+
+    def _wake(self, key: str) -> None:
+        self._wakers.pop(key, None)
+        queue = self._waiting.get(key)
+        if not queue:
+            self._waiting.pop(key, None)
+            return
+        entry = queue.popleft()
+        if not queue:
+            del self._waiting[key]
+        task = asyncio.create_task(self._start(entry))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _start(self, entry: Entry) -> None:
+        await self._slots.acquire()
+        task = asyncio.create_task(self._one(entry))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _dispatch(self, entries: list[Entry]) -> None:
         for entry in entries:
             if entry.id in self._in_flight:
                 continue  # still being handled here (a slow Slack call): reclaim must not start it twice
             self._in_flight.add(entry.id)
-            await self._slots.acquire()
-            task = asyncio.create_task(self._one(entry))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            await self._start(entry)
+
+    def waiting(self) -> list[str]:
+        """Ids of the entries parked for a busy channel."""
+        return [entry.id for queue in self._waiting.values() for entry in queue]
 
     def abort(self) -> None:
         """Cancel every entry in flight (a crash, in tests): they stay pending for a reclaim."""
+        for waker in self._wakers.values():
+            waker.cancel()
+        self._wakers.clear()
+        self._waiting.clear()
         for task in self._tasks:
             task.cancel()
 
@@ -136,6 +196,10 @@ class Intake:
         while not stop.is_set():
             await sleep_or_stop(stop, interval)
             try:
+                # Entries parked for a busy channel are still this replica's: they must not look idle.
+                await self.store.touch(
+                    self.consumer, self.waiting(), min_idle_ms=max(self.reclaim_idle_ms // 4, 1)
+                )
                 entries = await self.store.reclaim(self.consumer, min_idle_ms=self.reclaim_idle_ms)
                 # Replicas that restarted under a new name leave their old consumer behind; one with
                 # nothing pending and idle past the reclaim time is gone for good.

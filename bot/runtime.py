@@ -21,12 +21,14 @@ from slack_bolt.async_app import AsyncApp
 from bot.app import build_app
 from bot.config import Settings
 from bot.engine import Engine
-from bot.errors import ConfigError
+from bot.errors import ConfigError, SlackError
 from bot.intake import Intake
 from bot.loops import log_failure
 from bot.metrics import METRICS
 from bot.slack.edge import Refused, read_signed_body, refuse, signed_body_problem
 from bot.slack.gateway import SlackGateway, make_client
+from bot.slack.pacing import Pacer
+from bot.storage.buckets import Buckets
 from bot.storage.connection import connect
 from bot.storage.store import Store
 from bot.sweeper import Sweeper
@@ -34,6 +36,8 @@ from bot.sweeper import Sweeper
 __all__ = ["BotRuntime", "default_consumer_name"]
 
 log = logging.getLogger(__name__)
+
+_TOKEN_CHECK_S = 10.0  # how long start waits for Slack to answer the token check before going on
 
 
 def default_consumer_name() -> str:
@@ -59,7 +63,9 @@ class BotRuntime:
             self.redis = connect(s.redis_url.get_secret_value())
         self.store = Store(self.redis, s.prefix, retention_ms=s.defaults.retention_ms)
         self.client = make_client(s.slack_bot_token.get_secret_value(), s.slack_api_url)
-        self.slack = SlackGateway(self.client, delivery_window_ms=s.delivery_window_ms)
+        # One set of token buckets per deployment (key prefix): every replica paces against the same.
+        pacer = Pacer(Buckets(self.redis, s.prefix), scale=s.pace_scale)
+        self.slack = SlackGateway(self.client, delivery_window_ms=s.delivery_window_ms, pacer=pacer)
         self.engine = Engine(s, self.store, self.slack, consumer=s.consumer_name or self.consumer)
         self.intake = Intake(
             self.engine,
@@ -101,7 +107,10 @@ class BotRuntime:
                 policy,
             )
 
-    async def start(self) -> None:
+    async def start(self, *, app_token: str | None = None) -> None:
+        """Check the tokens with Slack (``app_token``: Socket Mode's too), then start the loops.
+
+        A token Slack refuses raises :class:`bot.errors.SlackAuthError` before any ask is read."""
         if self.client.session is None:
             # One keep-alive session for every Web API call (slack_sdk opens one per call otherwise).
             timeout = aiohttp.ClientTimeout(total=self.client.timeout)
@@ -109,6 +118,12 @@ class BotRuntime:
         await self.check_redis()
         await self.store.load_scripts()
         await self.store.ensure_group()
+        try:
+            await self.slack.check_tokens(app_token=app_token, budget_s=_TOKEN_CHECK_S)
+        except SlackError as exc:
+            # Not a refusal: Slack is down or slow. The bot starts anyway and retries as it works;
+            # permalinks are left out of results until auth.test answers.
+            log.warning("could not check the tokens with Slack yet: %s", exc)
         self._tasks = [
             asyncio.create_task(self.intake.run(self._stop), name="intake"),
             asyncio.create_task(self.sweeper.run(self._stop), name="sweeper"),

@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from bot.config import Settings, load_settings
-from bot.errors import ConfigError
+from bot.errors import ConfigError, SlackAuthError
 from bot.logs import configure_logging
 from bot.storage.connection import redacted
 
@@ -87,7 +87,14 @@ async def _serve(settings: Settings, *, http: bool, host: str, port: int, health
 
     runtime = BotRuntime(settings)
     try:
-        await runtime.start()
+        # The tokens are checked with Slack before any ask is read (protocol section 11): a refused
+        # one ends the process here, with one line naming the setting and Slack's error.
+        app_token = settings.slack_app_token if not http else None
+        await runtime.start(app_token=app_token.get_secret_value() if app_token is not None else None)
+    except SlackAuthError as exc:
+        print(f"slack-ask: {exc}", file=sys.stderr)
+        await runtime.aclose()
+        return 2
     except (RedisConnectionError, OSError) as exc:
         print(
             f"slack-ask: cannot reach Redis at {redacted(settings.redis_url.get_secret_value())}: {exc}",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -33,6 +34,10 @@ __all__ = ["Actions"]
 
 log = logging.getLogger(__name__)
 
+ACK_BUDGET_S = 1.0
+"""What a path that must answer Slack within 3 s (a form's ack, a trigger_id's life) may spend on
+who-may-answer; past it, the check is made again after the ack, with retries."""
+
 
 class Actions(Room):
     def __init__(self, shared: Shared, *, endings: Endings, timers: Timers) -> None:
@@ -56,7 +61,35 @@ class Actions(Room):
                 log.warning("cannot read user group %s: %s; refusing %s", group, exc, user_id)
         return False
 
-    async def _load_for_action(self, ref: AskRef | None, user: SlackUser) -> LoadedAsk | Refusal:
+    async def may_answer_soon(self, rec: AskRecord, user_id: str) -> bool | None:
+        """``may_answer`` within ``ACK_BUDGET_S``: cached membership, else one quick attempt per group.
+        None when Slack could not tell in time; ``may_answer`` then decides after the ack."""
+        who = rec.responders
+        if who is None or (not who.users and not who.usergroups) or user_id in who.users:
+            return True
+        deadline = time.monotonic() + ACK_BUDGET_S
+        unknown = False
+        for group in who.usergroups:
+            members = self.slack.cached_members(group)
+            if members is None:
+                try:
+                    members = await self.slack.usergroup_members(
+                        group, budget_s=max(deadline - time.monotonic(), 0.0)
+                    )
+                except SlackError as exc:
+                    log.info("user group %s not read within the ack's budget (%s); checked later", group, exc)
+                    unknown = True
+                    continue
+            if user_id in members:
+                return True
+        return None if unknown else False
+
+    async def _load_for_action(
+        self, ref: AskRef | None, user: SlackUser, *, soon: bool = False
+    ) -> LoadedAsk | Refusal:
+        """The ask an action is about, or why not. ``soon``: the caller must answer Slack within 3 s,
+        so who-may-answer is decided only when it can be within ``ACK_BUDGET_S`` (``may_answer_soon``);
+        otherwise the caller checks ``may_answer`` again after its ack."""
         if ref is None:
             return Refusal("unknown", render.render_refusal("ended"))
         bind_ask_id(ref.ask_id)  # the rest of this Slack request's task is about this ask
@@ -66,11 +99,17 @@ class Actions(Room):
         if loaded.state == "ended":
             await self.store.audit(ref.tag, ref.ask_id, "refused_ended", by=user.id)
             return Refusal("ended", render.render_refusal("ended"), loaded if loaded.result else None)
-        if not await self.may_answer(loaded.record, user.id):
-            METRICS.refusals.labels(kind="not_allowed").inc()
-            await self.store.audit(ref.tag, ref.ask_id, "refused_not_allowed", by=user.id)
-            return Refusal("not_allowed", render.render_refusal("not_allowed"))
+        allowed = await (
+            self.may_answer_soon(loaded.record, user.id) if soon else self.may_answer(loaded.record, user.id)
+        )
+        if allowed is False:
+            return await self._not_allowed(ref, user)
         return loaded
+
+    async def _not_allowed(self, ref: AskRef, user: SlackUser) -> Refusal:
+        METRICS.refusals.labels(kind="not_allowed").inc()
+        await self.store.audit(ref.tag, ref.ask_id, "refused_not_allowed", by=user.id)
+        return Refusal("not_allowed", render.render_refusal("not_allowed"))
 
     async def tell(self, channel: str | None, user: str, text: str) -> None:
         if channel is None:
@@ -80,12 +119,12 @@ class Actions(Room):
         except SlackError as exc:
             log.info("could not tell %s privately: %s", user, exc)
 
-    async def _actionable(self, action: BlockAction) -> LoadedAsk | None:
+    async def _actionable(self, action: BlockAction, *, soon: bool = False) -> LoadedAsk | None:
         """The ask a button belongs to, or None after telling the clicker privately why not.
 
         A click on an ended ask also heals that message: it may be a stray the bot never recorded
         (a crash between post and record), or an update that has not landed yet."""
-        loaded = await self._load_for_action(action.ref, action.user)
+        loaded = await self._load_for_action(action.ref, action.user, soon=soon)
         if not isinstance(loaded, Refusal):
             return loaded
         await self.tell(action.channel, action.user.id, loaded.text)
@@ -197,7 +236,8 @@ class Actions(Room):
 
     async def on_open(self, action: BlockAction, *, other: bool = False) -> None:
         """Open the full form (or the one-question "Other..." form) in a modal."""
-        loaded = await self._actionable(action)
+        # The trigger_id lives 3 s: who-may-answer is settled by the submission if not by then.
+        loaded = await self._actionable(action, soon=True)
         if loaded is None:
             return
         if action.trigger_id is None or action.ref is None:
@@ -230,7 +270,8 @@ class Actions(Room):
         meta = sub.meta
         if meta is None:
             return _notice_view("This form is no longer valid."), None
-        loaded = await self._load_for_action(meta.ref, sub.user)
+        # The ack must reach Slack within 3 s: a slow user-group read is finished after it.
+        loaded = await self._load_for_action(meta.ref, sub.user, soon=True)
         if isinstance(loaded, Refusal):
             return _notice_view(loaded.text), None
         event = "answered"
@@ -259,6 +300,11 @@ class Actions(Room):
                 vote = selected[0]
 
         async def resolve() -> None:
+            if not await self.may_answer(loaded.record, sub.user.id):
+                # Decided again, with retries: the ack may have gone before Slack said who is in a group.
+                ref = AskRef(tag=loaded.record.tag, ask_id=loaded.record.ask_id)
+                await self.tell(meta.channel, sub.user.id, (await self._not_allowed(ref, sub.user)).text)
+                return
             if vote is not None:
                 refusal = await self._vote(loaded, sub.user, vote, channel=meta.channel, ts=meta.ts)
             else:

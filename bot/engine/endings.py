@@ -16,6 +16,7 @@ from bot.model import AskRecord, PostedMessage
 from bot.slack.interactions import (
     SlackUser,
 )
+from bot.slack.pacing import Priority
 from bot.storage.store import Resolution, ResolveVerdict, iso_ms
 
 __all__ = ["Endings", "summary_lines"]
@@ -108,8 +109,13 @@ class Endings(Room):
         by: str | None,
         *,
         reason: str | None = None,
+        priority: Priority = "now",
+        deadline: float | None = None,
     ) -> None:
-        """Turn every message of an ended ask into its ended form (no buttons left), then mark it done."""
+        """Turn every message of an ended ask into its ended form (no buttons left), then mark it done.
+
+        ``priority``: ``now`` after what a person did, ``clear`` for the sweeper's clean-up; ``deadline``:
+        the end of the timer lease the sweeper holds (bot.slack.pacing, bot.engine.room)."""
         bind_ask_id(rec.ask_id)
         if not messages:
             # Nothing to draw (a refused ask has no message, and maybe no request to draw from):
@@ -136,7 +142,14 @@ class Endings(Room):
         ok = 0
         for message in messages:
             try:
-                await self.slack.update(message.channel, message.ts, text=ended.text, blocks=ended.blocks)
+                await self.slack.update(
+                    message.channel,
+                    message.ts,
+                    text=ended.text,
+                    blocks=ended.blocks,
+                    priority=priority,
+                    deadline=deadline,
+                )
                 ok += 1
             except SlackPermanentError as exc:
                 # A deleted message or archived channel cannot carry a live button: that is done too.

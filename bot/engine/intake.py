@@ -10,9 +10,9 @@ from bot import render, results
 from bot.asks import Rejection, build_record
 from bot.engine.actions import Actions
 from bot.engine.endings import Endings
-from bot.engine.room import LEASE_FACTOR, Room, Shared
+from bot.engine.room import LEASE_FACTOR, Room, Shared, lease_deadline
 from bot.engine.timers import Timers
-from bot.errors import SlackError
+from bot.errors import SlackBusyError, SlackError
 from bot.logs import bind_ask_id
 from bot.metrics import METRICS
 from bot.model import AskRecord, PostedMessage
@@ -87,6 +87,13 @@ class Intake(Room):
             if loaded is not None:
                 rec = loaded.record
         schedule = rec.deadline_ms if isinstance(built, AskRecord) else None
+        channel_token = False
+        if isinstance(built, AskRecord) and built.route is not None and built.route.channel:
+            # Before the lease: a busy channel's post limit raises Deferred here, and intake takes
+            # other entries meanwhile (fair across channels) instead of holding a slot and a lease.
+            await self.slack.take_post_token(built.route.channel)
+            channel_token = True
+        deadline = lease_deadline(self.lease_ms)  # no Slack call of this delivery outlives the lease
         verdict = await self.store.accept(
             rec,
             consumer=self.consumer,
@@ -141,7 +148,7 @@ class Intake(Room):
             )
             await self.store.ack(entry.id)
             return
-        await self._deliver(rec, entry)
+        await self._deliver(rec, entry, deadline=deadline, channel_token=channel_token)
 
     async def _recover(
         self, verdict: AcceptVerdict, entry: Entry, tag: str, ask_id: str, reply_to: str
@@ -245,16 +252,30 @@ class Intake(Room):
             )
         await self.store.ack(entry.id)
 
-    async def _deliver(self, rec: AskRecord, entry: Entry) -> None:
+    async def _deliver(
+        self, rec: AskRecord, entry: Entry, *, deadline: float, channel_token: bool = False
+    ) -> None:
         assert rec.route is not None
         route = rec.route
         try:
             target = await self.slack.target_for(
-                channel=route.channel, user=route.user, thread_ts=route.thread_ts
+                channel=route.channel, user=route.user, thread_ts=route.thread_ts, deadline=deadline
             )
             # Display only ("due in 5 min"); every decision uses Redis time.
             message = render.render_ask_message(rec, now_ms=int(time.time() * 1000))
-            ts = await self.slack.post(target, text=message.text, blocks=message.blocks)
+            ts = await self.slack.post(
+                target,
+                text=message.text,
+                blocks=message.blocks,
+                deadline=deadline,
+                channel_token=channel_token and target.channel == route.channel,
+            )
+        except SlackBusyError as exc:
+            # Slack's rate limit left no call before the lease ends, and nothing was posted: the entry
+            # stays pending and is delivered again once the lease is over (429s are never counted
+            # as Slack being unavailable; the lease bounds the wait, so no ask is posted twice).
+            log.info("delivery of %s waits for its lease to end: %s", rec.ask_id, exc)
+            return
         except SlackError as exc:
             METRICS.asks.labels(result="unavailable").inc()
             message_text = str(exc)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
+
+from redis.exceptions import RedisError
 
 from bot import render, results
 from bot.engine.endings import Endings
-from bot.engine.room import Room, Shared
-from bot.errors import SlackError
+from bot.engine.room import Room, Shared, lease_deadline
+from bot.errors import SlackBusyError, SlackError
 from bot.logs import bind_ask_id
 from bot.metrics import METRICS
 from bot.model import AskRecord, PostedMessage
@@ -59,6 +62,9 @@ class Timers(Room):
         """Timers fired for ``due`` ``(ask_id, tag)`` pairs. Timeouts, the bulk of the work, are
         loaded, resolved and finalized a batch at a time (three round trips for the batch); the rest
         (messages to finish, escalation, reminders) is handled one ask at a time."""
+        # The sweeper claimed these timers for one timer lease: no Slack call for them outlives it,
+        # so no other sweeper repeats an escalation still in flight here.
+        deadline = lease_deadline(self.settings.timer_lease_ms)
         loaded_all = await self.store.load_many(due)
         gone = [pair for pair, loaded in zip(due, loaded_all, strict=True) if loaded is None]
         await self.store.unschedule_many(gone)
@@ -73,11 +79,13 @@ class Timers(Room):
         rest = [loaded for loaded in loaded_all if loaded is not None and loaded not in expired]
         slots = asyncio.Semaphore(concurrency)
         await asyncio.gather(
-            self._time_out_many(expired, slots),
-            *(self._bounded(slots, self._on_due_loaded(loaded, now_ms)) for loaded in rest),
+            self._time_out_many(expired, slots, deadline),
+            *(self._bounded(slots, self._on_due_loaded(loaded, now_ms, deadline)) for loaded in rest),
         )
 
-    async def _time_out_many(self, expired: Sequence[LoadedAsk], slots: asyncio.Semaphore) -> None:
+    async def _time_out_many(
+        self, expired: Sequence[LoadedAsk], slots: asyncio.Semaphore, deadline: float
+    ) -> None:
         if not expired:
             return
 
@@ -103,7 +111,10 @@ class Timers(Room):
             if verdict.messages:
                 noisy.append(
                     self._bounded(
-                        slots, self.endings.finish_messages(rec, verdict.messages, verdict.result, None)
+                        slots,
+                        self.endings.finish_messages(
+                            rec, verdict.messages, verdict.result, None, priority="clear", deadline=deadline
+                        ),
                     )
                 )
             else:
@@ -115,7 +126,7 @@ class Timers(Room):
         async with slots:
             await work
 
-    async def _on_due_loaded(self, loaded: LoadedAsk, now_ms: int) -> None:
+    async def _on_due_loaded(self, loaded: LoadedAsk, now_ms: int, deadline: float) -> None:
         """A timer fired for an ask that is not timing out: finish an ended ask's messages (finalize
         removes the timer), wait for intake, escalate or remind."""
         ask_id, tag = loaded.record.ask_id, loaded.record.tag
@@ -123,7 +134,9 @@ class Timers(Room):
         rec = loaded.record
         if loaded.state == "ended":
             if not loaded.finalized and loaded.result is not None:
-                await self.endings.finish_messages(rec, loaded.messages, loaded.result, loaded.by)
+                await self.endings.finish_messages(
+                    rec, loaded.messages, loaded.result, loaded.by, priority="clear", deadline=deadline
+                )
             else:
                 await self.store.unschedule(ask_id, tag)
             return
@@ -133,26 +146,62 @@ class Timers(Room):
             return
         step, reminders = loaded.step, loaded.reminders
         if step < len(rec.escalate) and now_ms >= rec.created_ms + rec.escalate[step].after_ms:
-            await self._escalate(loaded, step, rec.escalate[step], now_ms)
+            async with self._holding(rec):
+                # No deadline: the claim is renewed while the post is in flight, however slow Slack is.
+                posted = await self._escalate(loaded, step, rec.escalate[step], now_ms, None)
+            if not posted:
+                return  # nothing posted: the timer comes due again when the claim ends
             step += 1
         elif (
             rec.remind_every_ms
             and reminders < rec.max_reminders
             and (now_ms >= rec.created_ms + rec.remind_every_ms * (reminders + 1))
         ):
-            await self._remind(loaded, reminders, now_ms)
+            async with self._holding(rec):
+                posted = await self._remind(loaded, reminders, now_ms, None)
+            if not posted:
+                return
             reminders += 1
         await self.schedule_next(rec, step=step, reminders=reminders)
 
-    async def _escalate(self, loaded: LoadedAsk, step: int, how: EscalationStep, now_ms: int) -> None:
+    @contextlib.asynccontextmanager
+    async def _holding(self, rec: AskRecord) -> AsyncIterator[None]:
+        """Keep this ask's timer claimed while a post for it is in flight: the sweeper's claim (one
+        timer lease) is renewed every third of a lease, so no other sweeper repeats a post that is only
+        slow. Should this replica die, renewal stops and the timer comes due one lease later."""
+        lease_ms = self.settings.timer_lease_ms
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(lease_ms / 3000)
+                try:
+                    await self.store.hold_timer(rec.ask_id, rec.tag, lease_ms)
+                except RedisError as exc:
+                    log.warning("could not renew the timer claim of %s: %s", rec.ask_id, exc)
+
+        task = asyncio.create_task(renew())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _escalate(
+        self, loaded: LoadedAsk, step: int, how: EscalationStep, now_ms: int, deadline: float | None
+    ) -> bool:
+        """Post escalation step ``step + 1``; False when Slack's rate limit left no time for it."""
         rec = loaded.record
         where = place(how)
         try:
-            target = await self.slack.target_for(channel=how.channel, user=how.user)
+            target = await self.slack.target_for(channel=how.channel, user=how.user, deadline=deadline)
             message = render.render_ask_message(
                 rec, now_ms=now_ms, step=step + 1, mentions=how.mention, votes=loaded.votes or ()
             )
-            ts = await self.slack.post(target, text=message.text, blocks=message.blocks)
+            ts = await self.slack.post(target, text=message.text, blocks=message.blocks, deadline=deadline)
+        except SlackBusyError as exc:
+            log.info("escalation step %d of %s waits for the next sweep: %s", step + 1, rec.ask_id, exc)
+            return False
         except SlackError as exc:
             log.warning("escalation step %d of %s failed: %s", step + 1, rec.ask_id, exc)
             await self.store.advance(
@@ -164,7 +213,7 @@ class Timers(Room):
                 actor=self.consumer,
                 detail=f"{where}: {exc}",
             )
-            return
+            return True
         new = PostedMessage(channel=target.channel, ts=ts, step=step + 1)
         await self.store.track_channel(target.channel, rec.ask_id, rec.tag)
         outcome = await self.store.advance(
@@ -178,11 +227,16 @@ class Timers(Room):
             detail=where,
         )
         METRICS.escalations.inc()
+        if outcome == "moved":
+            # Another sweeper posted this step first (this one outlived its lease after all): the
+            # copy posted here is in no record, so it goes rather than stay clickable.
+            await self._withdraw(new)
+            return True
         if outcome == "ended":
             fresh = await self.store.load(rec.tag, rec.ask_id)
             if fresh is not None and fresh.result is not None:
                 await self.endings.finish_messages(rec, [*fresh.messages, new], fresh.result, fresh.by)
-            return
+            return True
         # Earlier messages stay answerable and say every place the ask went since.
         for earlier in loaded.messages:
             places = [place(s) for s in rec.escalate[earlier.step : step + 1]]
@@ -190,18 +244,38 @@ class Timers(Room):
                 rec, now_ms=now_ms, step=earlier.step, elsewhere=places, votes=loaded.votes or ()
             )
             try:
-                await self.slack.update(earlier.channel, earlier.ts, text=redrawn.text, blocks=redrawn.blocks)
+                await self.slack.update(
+                    earlier.channel,
+                    earlier.ts,
+                    text=redrawn.text,
+                    blocks=redrawn.blocks,
+                    priority="post",
+                    deadline=deadline,
+                )
             except SlackError as exc:
                 log.info("could not note the escalation on %s/%s: %s", earlier.channel, earlier.ts, exc)
+        return True
 
-    async def _remind(self, loaded: LoadedAsk, reminders: int, now_ms: int) -> None:
+    async def _withdraw(self, message: PostedMessage) -> None:
+        try:
+            await self.slack.delete(message.channel, message.ts)
+        except SlackError as exc:
+            log.warning("could not delete the duplicate %s/%s: %s", message.channel, message.ts, exc)
+
+    async def _remind(self, loaded: LoadedAsk, reminders: int, now_ms: int, deadline: float | None) -> bool:
+        """Post reminder ``reminders + 1``; False when Slack's rate limit left no time for it."""
         rec = loaded.record
         if not loaded.messages:
-            return
+            return True
         newest = loaded.messages[-1]
         reminder = render.render_reminder(rec, number=reminders + 1, now_ms=now_ms)
         try:
-            await self.slack.reply(newest.channel, newest.ts, text=reminder.text, blocks=reminder.blocks)
+            await self.slack.reply(
+                newest.channel, newest.ts, text=reminder.text, blocks=reminder.blocks, deadline=deadline
+            )
+        except SlackBusyError as exc:
+            log.info("reminder for %s waits for the next sweep: %s", rec.ask_id, exc)
+            return False
         except SlackError as exc:
             log.info("reminder for %s failed: %s", rec.ask_id, exc)
         await self.store.advance(
@@ -213,6 +287,7 @@ class Timers(Room):
             actor=self.consumer,
             detail=f"reminder {reminders + 1}",
         )
+        return True
 
 
 def place(step: EscalationStep) -> str:

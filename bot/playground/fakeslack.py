@@ -83,6 +83,7 @@ class FakeSlack(People, WebApiServer):
         self._sockets: set[web.WebSocketResponse] = set()
         self.events_url = events_url  # the bot's POST /slack/events; may be set once the bot listens
         self.latency = 0.0  # seconds added to every Web API and response_url request
+        self.method_latency: dict[str, float] = {}  # more seconds for some methods: {"chat.update": 2.0}
         self.ack_timeout = 3.0  # how long the fake waits for the bot's HTTP answer (Slack: 3 s)
         self._clock_offset = 0.0
         # Slack's per-method and per-channel limits (off unless asked for); `speedup` runs Slack's clock

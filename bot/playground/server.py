@@ -37,6 +37,9 @@ class Fault:
     status: int
     retry_after: int
     remaining: int
+    body: str | None = None
+    """A raw body instead of Slack's JSON (an HTML error page from a proxy, say), as `content_type`."""
+    content_type: str = "text/plain"
 
 
 class WebApiServer:
@@ -48,6 +51,7 @@ class WebApiServer:
     app_token: str
     scopes: list[str]
     latency: float
+    method_latency: dict[str, float]
     socket_connections: int
     _sockets: set[web.WebSocketResponse]
     _faults: list[Fault]
@@ -73,18 +77,29 @@ class WebApiServer:
         status: int | None = None,
         retry_after: int = 1,
         times: int = 1,
+        body: str | None = None,
+        content_type: str = "text/plain",
     ) -> None:
         """Make the next `times` calls of `method` ("*": any method) fail.
 
         No error/status: 429 `ratelimited` with `Retry-After: retry_after`. `status=500/503`: a server
         error. `error="channel_not_found"` alone: HTTP 200 with `{"ok": false, "error": ...}`.
+        `body`: answer that text (as `content_type`, e.g. "text/html") instead of Slack's JSON.
         """
         if status is None:
             status = 429 if error in (None, "ratelimited") else 200
         if error is None:
             error = {429: "ratelimited", 200: "fatal_error"}.get(status, "internal_error")
         self._faults.append(
-            Fault(method=method, error=error, status=status, retry_after=retry_after, remaining=times)
+            Fault(
+                method=method,
+                error=error,
+                status=status,
+                retry_after=retry_after,
+                remaining=times,
+                body=body,
+                content_type=content_type,
+            )
         )
 
     def set_unreachable(self, unreachable: bool = True) -> None:
@@ -137,8 +152,9 @@ class WebApiServer:
         else:
             parse_error = None
         token = params.pop("token", None)
-        if self.latency > 0:
-            await asyncio.sleep(self.latency)
+        delay = self.latency + self.method_latency.get(method, 0.0)
+        if delay > 0:
+            await asyncio.sleep(delay)
         call = Call(method=method, params=params, at=self.now())
         self.state.calls.append(call)
         self.state.touch()
@@ -152,6 +168,10 @@ class WebApiServer:
             call.status, call.response = fault.status, {"ok": False, "error": fault.error}
             if fault.status == 429:
                 headers["Retry-After"] = str(fault.retry_after)
+            if fault.body is not None:
+                return web.Response(
+                    text=fault.body, status=fault.status, content_type=fault.content_type, headers=headers
+                )
             return web.json_response(call.response, status=fault.status, headers=headers)
         authorization = request.headers.get("Authorization", "")
         given = (

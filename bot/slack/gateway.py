@@ -229,19 +229,21 @@ class SlackGateway:
 
     # -- start ---------------------------------------------------------------------------
 
-    async def check_tokens(self, *, app_token: str | None = None) -> None:
+    async def check_tokens(self, *, app_token: str | None = None, budget_s: float | None = None) -> None:
         """At start: the bot token with ``auth.test`` (which also gives the workspace URL permalinks
         are built from) and, in Socket Mode, the app token with ``apps.connections.open``. A token
-        Slack refuses raises :class:`SlackAuthError`; Slack unreachable raises SlackUnreachableError."""
+        Slack refuses raises :class:`SlackAuthError`; Slack not answering within ``budget_s`` raises
+        SlackUnreachableError or SlackBusyError."""
+        deadline = None if budget_s is None else time.monotonic() + budget_s
         try:
-            data = await self.call("auth.test")
+            data = await self.call("auth.test", deadline=deadline)
         except SlackPermanentError as exc:
             raise SlackAuthError("SLACK_BOT_TOKEN", exc.code) from None
         self._identity(data)
         if app_token is not None:
             try:
                 # The URL handed out is single-use and short-lived; Bolt's handler opens its own.
-                await self.call("apps.connections.open", token=app_token)
+                await self.call("apps.connections.open", token=app_token, deadline=deadline)
             except SlackPermanentError as exc:
                 raise SlackAuthError("SLACK_APP_TOKEN", exc.code) from None
 
@@ -370,6 +372,9 @@ class SlackGateway:
             text=text,
             blocks=blocks,
         )
+
+    async def delete(self, channel: str, ts: str) -> None:
+        await self.call("chat.delete", where=f"for {channel}/{ts}", priority="clear", channel=channel, ts=ts)
 
     async def ephemeral(self, channel: str, user: str, text: str) -> None:
         await self.call(

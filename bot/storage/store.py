@@ -325,6 +325,20 @@ class Store:
             await self.redis.xack(self.keys.asks, GROUP, *gone)
         return out
 
+    async def touch(self, consumer: str, entry_ids: Sequence[str], *, min_idle_ms: int) -> None:
+        """Keep entries this consumer still holds (waiting locally for a busy channel's rate limit)
+        from looking abandoned: XCLAIM JUSTID resets their idle time and counts no delivery. Entries
+        idle less than ``min_idle_ms`` (just taken over by another replica, say) are left alone."""
+        if entry_ids:
+            await self.redis.xclaim(
+                self.keys.asks,
+                GROUP,
+                consumer,
+                min_idle_time=min_idle_ms,
+                message_ids=list(entry_ids),
+                justid=True,
+            )
+
     async def drop_idle_consumers(self, consumer: str, *, min_idle_ms: int) -> list[str]:
         """Remove the group's consumers other than ``consumer`` that have nothing pending and were
         idle longer than ``min_idle_ms`` (in one script, so none gets an entry in between)."""
@@ -701,6 +715,13 @@ class Store:
 
     async def unschedule(self, ask_id: str, tag: str) -> None:
         await self.redis.zrem(self.keys.due, due_member(ask_id, tag))
+
+    async def hold_timer(self, ask_id: str, tag: str, lease_ms: int) -> None:
+        """Renew a sweeper's claim on an ask's timer: due again ``lease_ms`` from now (Redis time),
+        only if the ask still has one (XX: an ask that ended and was cleaned up gets none back)."""
+        member = due_member(ask_id, tag)
+        now = await self.server_time_ms()
+        await self.redis.zadd(self.keys.due, {member: now + lease_ms}, xx=True)
 
     async def claim_due(self, *, limit: int, lease_ms: int) -> tuple[int, list[tuple[str, str]]]:
         """Atomically take up to ``limit`` due timers; returns Redis time and (ask_id, tag) pairs."""
