@@ -33,7 +33,9 @@ from pydantic import BaseModel, ValidationError
 
 from bot.storage.connection import connect, redacted
 from contract import ContractError, normalize_ask_request, normalize_rich_form, to_json
+from contract.approval import approval_problem
 from contract.envelopes import (
+    Approval,
     AskEnvelope,
     EnvelopeError,
     EscalationStep,
@@ -73,6 +75,7 @@ RequestLike: TypeAlias = Mapping[str, Any] | BaseModel
 RouteLike: TypeAlias = Route | Mapping[str, Any]
 RespondersLike: TypeAlias = Responders | Mapping[str, Any]
 RequesterLike: TypeAlias = Requester | Mapping[str, Any]
+ApprovalLike: TypeAlias = Approval | Mapping[str, Any]
 EscalationLike: TypeAlias = EscalationStep | Mapping[str, Any]
 
 # One BLPOP blocks at most this long, so a dropped connection is noticed and retried quickly.
@@ -93,6 +96,8 @@ class AskOptions(TypedDict, total=False):
     escalate: Sequence[EscalationLike] | None
     requester: RequesterLike | None
     remind_every_ms: int | None
+    approval: ApprovalLike | None
+    """Several people must agree: ``{"count", "veto", "exclude_requester"}`` (protocol section 13)."""
     ask_id: str | None
     reply_to: str | None
 
@@ -238,6 +243,17 @@ def _checked_ask(envelope: Mapping[str, Any]) -> tuple[str, AskEnvelope]:
     except EnvelopeError as exc:
         raise AskRequestError(exc.message, code=exc.code) from None
     _normalize_request(parsed.format, envelope["request"])
+    if parsed.approval is not None and parsed.format == "pi-question":
+        # The section-13 rules that need the normalized question (a named policy's on_timeout is
+        # checked by the bot, which knows the policy).
+        problem = approval_problem(
+            parsed.approval,
+            format=parsed.format,
+            request=normalize_ask_request(envelope["request"]),
+            on_timeout=parsed.on_timeout,
+        )
+        if problem is not None:
+            raise AskRequestError(problem, code="invalid_envelope")
     return text, parsed
 
 
@@ -328,6 +344,7 @@ class AskClient:
         escalate: Sequence[EscalationLike] | None = None,
         requester: RequesterLike | None = None,
         remind_every_ms: int | None = None,
+        approval: ApprovalLike | None = None,
         ask_id: str | None = None,
         reply_to: str | None = None,
     ) -> tuple[dict[str, Any], str]:
@@ -347,6 +364,7 @@ class AskClient:
             "responders": responders,
             "requester": requester,
             "remind_every_ms": remind_every_ms,
+            "approval": approval,
         }
         for name, value in optional.items():
             if value is not None:

@@ -113,6 +113,22 @@ _RESPONDERS_SCHEMA: dict[str, Any] = {
 }
 
 
+_APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": (
+        "Several people must agree (one single-choice question only): count distinct people (2-20) must "
+        "pick the same option; one vote for an option in veto (0-based indexes) ends it at once; "
+        "exclude_requester (default true): requester_user may not vote. Never defaults on timeout."
+    ),
+    "properties": {
+        "count": {"type": "integer", "minimum": 2, "maximum": 20},
+        "veto": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        "exclude_requester": {"type": "boolean"},
+    },
+    "required": ["count"],
+}
+
+
 def _schema(replacement: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
     """A ``json_schema_extra`` that publishes ``replacement`` instead of pydantic's permissive schema."""
 
@@ -243,6 +259,17 @@ def build_server(client: AskClient, *, default_wait_s: float = DEFAULT_WAIT_S) -
         responders: Annotated[
             dict[str, Any] | None, Field(json_schema_extra=_schema(_optional(_RESPONDERS_SCHEMA)))
         ] = None,
+        approval: Annotated[
+            dict[str, Any] | None, Field(json_schema_extra=_schema(_optional(_APPROVAL_SCHEMA)))
+        ] = None,
+        requester_user: Annotated[
+            str | None,
+            Field(
+                description=(
+                    "the Slack user id or e-mail of the person you act for; with approval they may not vote"
+                )
+            ),
+        ] = None,
         wait_s: Annotated[
             float | None,
             Field(
@@ -258,6 +285,8 @@ def build_server(client: AskClient, *, default_wait_s: float = DEFAULT_WAIT_S) -
                 timeout_ms=timeout_ms,
                 on_timeout=on_timeout,
                 responders=responders,
+                approval=approval,
+                requester={"user": requester_user} if requester_user else None,
             )
         except AskRequestError as exc:
             return _failed(exc.message)

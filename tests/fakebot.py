@@ -42,6 +42,7 @@ def make_result(envelope: dict[str, Any], outcome: str = "answered", **extra: An
         "details": {} if outcome == "error" else build_details(questions, answers, delivery),
         "delivery": delivery,
         "responder": {"id": "U0HUMAN", "name": "Ada"} if outcome == "answered" else None,
+        "votes": None,
         "slack": None,
         "error": error,
         "created_at": "2026-01-01T00:00:00.000Z",

@@ -171,6 +171,57 @@ def test_flags_build_the_envelope(
     assert envelope["remind_every_ms"] == 120_000
 
 
+def test_approval_flags_build_the_approval_and_the_requester(
+    ask: Callable[..., int], bot: Callable[[str | None], ThreadBot]
+) -> None:
+    b = bot("answered")
+    code = ask(
+        "--channel", "C0123", "Deploy v2?", "--option", "Approve", "--option", "Reject",
+        "--approvals", "2", "--veto", "Reject", "--requester", "ada@example.com", "--requester-name", "ci",
+    )  # fmt: skip
+    assert code == 0
+    envelope = b.envelope()
+    assert envelope["approval"] == {"count": 2, "veto": [1]}
+    assert envelope["requester"] == {"name": "ci", "user": "ada@example.com"}
+
+
+def test_approval_flags_by_index_and_with_the_requester_allowed(
+    ask: Callable[..., int], bot: Callable[[str | None], ThreadBot]
+) -> None:
+    b = bot("answered")
+    code = ask(*QUESTION, "--approvals", "3", "--veto", "1", "--requester", "U0ADA", "--requester-may-vote")
+    assert code == 0
+    envelope = b.envelope()
+    assert envelope["approval"] == {"count": 3, "veto": [1], "exclude_requester": False}
+    assert envelope["requester"] == {"user": "U0ADA"}
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--approvals", "1"], "approval.count"),
+        (["--approvals", "2", "--veto", "Maybe"], "--veto 'Maybe' is not an option of the question"),
+        (["--approvals", "2", "--veto", "5"], "approval.veto: 5 is not an option"),
+        (["--veto", "No"], "need --approvals N"),
+        (["--approvals", "2", "--multi"], "must be single choice"),
+        (["--approvals", "2", "--on-timeout", "recommended"], "approval"),
+        (["--requester", "not an id"], "requester.user"),
+    ],
+)
+def test_broken_approval_flags_are_usage_errors_and_send_nothing(
+    ask: Callable[..., int],
+    redis_url: str,
+    prefix: str,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    message: str,
+) -> None:
+    assert ask(*QUESTION, *flags) == 2  # usage
+    assert message in capsys.readouterr().err
+    with syncredis.Redis.from_url(redis_url) as r:
+        assert r.xlen(f"{prefix}:asks") == 0  # the client checks before it sends
+
+
 @pytest.mark.parametrize(
     ("flags", "route"),
     [

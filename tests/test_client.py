@@ -427,3 +427,20 @@ def test_ask_sync_reads_the_environment_and_waits(
         result = client.wait(ask_id, 5)
     assert result is not None
     assert result.to_wire() == pushed
+
+
+async def test_an_approval_is_sent_with_the_requester_and_checked_before_sending(
+    redis: aioredis.Redis,
+) -> None:
+    async with AskClient(redis, prefix="approval-test") as client:
+        request = {"question": "Deploy?", "options": ["Approve", "Reject"]}
+        envelope = client.build_envelope(
+            request, approval={"count": 2, "veto": [1]}, requester={"user": "ada@example.com"}
+        )
+        assert envelope["approval"] == {"count": 2, "veto": [1]}
+        assert envelope["requester"] == {"user": "ada@example.com"}
+        with pytest.raises(AskRequestError, match=r"approval\.veto: 2 is not an option") as caught:
+            client.build_envelope(request, approval={"count": 2, "veto": [2]})
+        assert caught.value.code == "invalid_envelope"
+        with pytest.raises(AskRequestError, match="exactly one question"):
+            client.build_envelope({"questions": [request, {**request, "id": "b"}]}, approval={"count": 2})

@@ -126,6 +126,31 @@ async def test_a_bad_request_is_a_tool_error_with_the_contract_message(
     assert await bot.redis.exists(bot.stream) == 0
 
 
+async def test_ask_sends_an_approval_with_the_requester_and_refuses_a_broken_one(
+    session: Session, bot: FakeBot
+) -> None:
+    question = {"question": "Deploy?", "options": ["Approve", "Reject"]}
+    async with session() as s:
+        first = await s.call_tool(
+            "ask",
+            {
+                "questions": [question],
+                "approval": {"count": 2, "veto": [1]},
+                "requester_user": "ada@example.com",
+                "wait_s": 0,
+            },
+        )
+        assert not first.is_error
+        envelope = await bot.next_ask()
+        assert envelope["approval"] == {"count": 2, "veto": [1]}
+        assert envelope["requester"] == {"user": "ada@example.com"}
+        broken = await s.call_tool(
+            "ask", {"questions": [question, {**question, "id": "b"}], "approval": {"count": 2}, "wait_s": 0}
+        )
+        assert broken.is_error
+        assert text_of(broken) == "Error: approval: an approval ask has exactly one question (this one has 2)"
+
+
 async def test_tools_publish_the_question_contract_schema(session: Session) -> None:
     async with session() as s:
         tools = {tool.name: tool for tool in (await s.list_tools()).tools}
@@ -138,8 +163,13 @@ async def test_tools_publish_the_question_contract_schema(session: Session) -> N
         "timeout_ms",
         "on_timeout",
         "responders",
+        "approval",
+        "requester_user",
         "wait_s",
     }
+    approval = schema["properties"]["approval"]["anyOf"][0]
+    assert approval["required"] == ["count"]
+    assert set(approval["properties"]) == {"count", "veto", "exclude_requester"}
     item = schema["properties"]["questions"]["items"]
     assert {"id", "question", "options", "multi", "recommended", "allowCustom", "category"} <= set(
         item["properties"]

@@ -22,6 +22,7 @@ from bot.client import (
     resolve_connection,
 )
 from bot.durations import format_duration, parse_duration
+from contract import ContractError, normalize_ask_request
 from contract.envelopes import ResultEnvelope
 
 __all__ = [
@@ -111,6 +112,26 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     a.add_argument("--responder", dest="responders", action="append", metavar="USER_ID", help="may answer")
     a.add_argument("--usergroup", dest="usergroups", action="append", metavar="GROUP_ID", help="may answer")
     a.add_argument("--requester-name", metavar="NAME", help="who is asking, shown to the human")
+    a.add_argument(
+        "--requester",
+        metavar="ID_OR_EMAIL",
+        help="the Slack user id or e-mail of the person the agent acts for (may not vote on approvals)",
+    )
+    a.add_argument(
+        "--approvals",
+        type=int,
+        metavar="N",
+        help="N distinct people (2-20) must pick the same option (protocol section 13)",
+    )
+    a.add_argument(
+        "--veto",
+        action="append",
+        metavar="OPTION",
+        help="with --approvals: one vote for this option (a label or 0-based index) ends the ask (repeat)",
+    )
+    a.add_argument(
+        "--requester-may-vote", action="store_true", help="with --approvals: let the --requester vote too"
+    )
     a.add_argument(
         "--remind-every", type=_duration, metavar="DURATION", help="thread reminders while pending"
     )
@@ -291,6 +312,43 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_ask(args, request, route))
 
 
+def _requester(args: argparse.Namespace) -> dict[str, str] | None:
+    requester = {"name": args.requester_name, "user": args.requester}
+    given = {k: v for k, v in requester.items() if v}
+    return given or None
+
+
+def _approval(args: argparse.Namespace, request: Any) -> dict[str, Any] | None:
+    """``--approvals``/``--veto``/``--requester-may-vote`` as the envelope's ``approval``."""
+    if args.approvals is None:
+        if args.veto or args.requester_may_vote:
+            raise AskRequestError(
+                "--veto and --requester-may-vote need --approvals N", code="invalid_envelope"
+            )
+        return None
+    approval: dict[str, Any] = {"count": args.approvals}
+    if args.veto:
+        approval["veto"] = [_option_index(request, value) for value in args.veto]
+    if args.requester_may_vote:
+        approval["exclude_requester"] = False
+    return approval
+
+
+def _option_index(request: Any, value: str) -> int:
+    """A ``--veto`` value: a 0-based option index, or the label of an option of the one question."""
+    if value.isdigit():
+        return int(value)
+    try:
+        questions = normalize_ask_request(request).questions
+    except ContractError as exc:
+        raise AskRequestError(str(exc)) from None
+    labels = [o.label for o in questions[0].options] if len(questions) == 1 else []
+    if value not in labels:
+        known = ", ".join(repr(label) for label in labels) or "none"
+        raise AskRequestError(f"--veto {value!r} is not an option of the question (options: {known})")
+    return labels.index(value)
+
+
 async def _ask(args: argparse.Namespace, request: Any, route: dict[str, str] | None) -> int:
     url, prefix = resolve_connection(args.redis, args.prefix)
     try:
@@ -302,6 +360,7 @@ async def _ask(args: argparse.Namespace, request: Any, route: dict[str, str] | N
         if args.responders or args.usergroups:
             responders = {"users": args.responders or [], "usergroups": args.usergroups or []}
         try:
+            approval = _approval(args, request)
             ask_id = await client.submit(
                 request,
                 format=args.format,
@@ -309,8 +368,9 @@ async def _ask(args: argparse.Namespace, request: Any, route: dict[str, str] | N
                 timeout_ms=args.timeout,
                 on_timeout=args.on_timeout,
                 responders=responders,
-                requester={"name": args.requester_name} if args.requester_name else None,
+                requester=_requester(args),
                 remind_every_ms=args.remind_every,
+                approval=approval,
                 ask_id=args.ask_id,
                 reply_to=args.reply_to,
             )
