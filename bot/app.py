@@ -116,14 +116,23 @@ def build_app(
 
     @app.event("message")
     async def message_events(event: dict[str, Any]) -> None:
-        if event.get("subtype") != "message_deleted":
+        subtype, changed = event.get("subtype"), event.get("message")
+        if subtype == "message_deleted":
+            gone = event.get("deleted_ts")
+        elif (
+            subtype == "message_changed"
+            and isinstance(changed, dict)
+            and changed.get("subtype") == "tombstone"
+        ):
+            # A deleted message with thread replies (every reminded ask has some) is not removed: Slack
+            # leaves a tombstone in its place and sends message_changed, not message_deleted.
+            gone = changed.get("ts")
+        else:
             return
-        previous = event.get("previous_message") or {}
+        previous = event.get("previous_message")
+        previous = previous if isinstance(previous, dict) else {}  # Slack has sent [] here
         ref = find_ask_ref(previous.get("blocks"))
-        channel, ts = (
-            str(event.get("channel") or ""),
-            str(event.get("deleted_ts") or previous.get("ts") or ""),
-        )
+        channel, ts = str(event.get("channel") or ""), str(gone or previous.get("ts") or "")
         await engine.dismiss_message(channel, ts, ref, detail=f"message {channel}/{ts} was deleted")
 
     async def archived(event: dict[str, Any]) -> None:

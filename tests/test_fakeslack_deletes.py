@@ -211,3 +211,34 @@ def test_the_playgrounds_delete_dialog_says_what_the_bot_will_get() -> None:
     assert "not a member of #random, so Slack sends it no event" in note("C0RANDOM", elsewhere.ts)
     ws.delete_message(parent)
     assert note("C0DEPLOY", parent.ts).startswith("Already deleted")
+
+
+async def test_after_joining_a_public_channel_the_bot_hears_its_deletes(
+    fake: FakeSlack, client: AsyncWebClient, app: CaptureServer
+) -> None:
+    posted = await client.chat_postMessage(channel="C0RANDOM", text="hello")
+    joined = await client.conversations_join(channel="C0RANDOM")
+    assert joined["channel"]["is_member"] is True
+    assert (await client.conversations_join(channel="C0RANDOM"))["warning"] == "already_in_channel"
+    app.requests.clear()
+
+    await fake.delete_message("C0RANDOM", posted["ts"])
+
+    assert [e["subtype"] for e in events(app)] == ["message_deleted"]
+
+
+@pytest.mark.parametrize(
+    ("channel", "error"),
+    [
+        ("C0PRIV", "channel_not_found"),  # private and the bot is not in it: invisible
+        ("C0INCIDENT", "method_not_supported_for_channel_type"),
+        ("G0GROUP", "method_not_supported_for_channel_type"),
+        ("C0ARCH", "is_archived"),
+        ("C0NOPE", "channel_not_found"),
+    ],
+)
+async def test_only_public_live_channels_can_be_joined(
+    client: AsyncWebClient, channel: str, error: str
+) -> None:
+    with pytest.raises(SlackApiError, match=error):
+        await client.conversations_join(channel=channel)

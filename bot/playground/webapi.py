@@ -127,6 +127,7 @@ class WebApi:
             "chat.getPermalink": self.chat_get_permalink,
             "conversations.open": self.conversations_open,
             "conversations.info": self.conversations_info,
+            "conversations.join": self.conversations_join,
             "conversations.members": self.conversations_members,
             "users.info": self.users_info,
             "users.lookupByEmail": self.users_lookup_by_email,
@@ -341,6 +342,24 @@ class WebApi:
     def conversations_info(self, params: JSON) -> JSON:
         channel = self.visible_channel(_text(params, "channel"))
         return {"ok": True, "channel": channel.to_slack(self.ws.bot.user_id)}
+
+    def conversations_join(self, params: JSON) -> JSON:
+        """Join a public channel (then Slack sends the app its message and archive events)."""
+        channel = self.visible_channel(_text(params, "channel"))
+        if channel.is_im or channel.is_mpim or channel.is_private:
+            raise ApiError("method_not_supported_for_channel_type")
+        if channel.is_archived:
+            raise ApiError("is_archived")
+        answer: JSON = {"ok": True}
+        if channel.bot_is_member:
+            answer.update(
+                warning="already_in_channel", response_metadata={"warnings": ["already_in_channel"]}
+            )
+        else:
+            channel.bot_is_member = True
+            self.ws.touch()
+        answer["channel"] = channel.to_slack(self.ws.bot.user_id)
+        return answer
 
     def conversations_members(self, params: JSON) -> JSON:
         channel = self.visible_channel(_text(params, "channel"))

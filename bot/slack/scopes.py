@@ -18,6 +18,7 @@ BOT_SCOPES: tuple[str, ...] = (
     "channels:history",
     "groups:history",
     "im:history",
+    "mpim:history",
     "channels:read",
     "groups:read",
 )

@@ -1,0 +1,54 @@
+"""End to end: deleting an ask's message dismisses it, whatever event Slack sends for the delete.
+
+A message with thread replies (a reminded ask has some) becomes a tombstone and Slack sends
+`message_changed`; in a group DM the events carry `channel_type: "mpim"`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.harness import Harness
+
+Q = {"id": "cache", "question": "Enable the cache?", "options": ["Yes", "No"], "recommended": 1}
+GROUP = "G0GROUP"
+
+
+@pytest.mark.parametrize(
+    ("channel", "thread"),
+    [("C0DEPLOY", False), ("C0DEPLOY", True), (GROUP, False), (GROUP, True)],
+    ids=["channel-deleted", "channel-tombstone", "mpim-deleted", "mpim-tombstone"],
+)
+async def test_tombstone_and_mpim_deletions_dismiss(harness: Harness, channel: str, thread: bool) -> None:
+    harness.fake.add_channel(GROUP, "mpdm-alice--bob-1", is_mpim=True, members=["U0ALICE", "U0BOB"])
+    env = harness.envelope(Q, route={"channel": channel})
+    await harness.send(env)
+    [message] = await harness.posted(channel)
+    if thread:
+        await harness.fake.say("U0ALICE", channel, "looking into it", thread_ts=message.ts)
+
+    await harness.fake.delete_message(channel, message.ts)
+
+    result = await harness.result(env["reply_to"])
+    assert result["outcome"] == "dismissed"
+    assert result["text"] == "User answers:\ncache: (dismissed)"
+    (event,) = [e.envelope["event"] for e in harness.fake.state.events if e.envelope["event"].get("hidden")]
+    assert event["subtype"] == ("message_changed" if thread else "message_deleted")
+    assert event["channel_type"] == ("mpim" if channel == GROUP else "channel")
+
+
+async def test_a_reminded_ask_whose_message_is_deleted_is_dismissed(harness: Harness) -> None:
+    await harness.stop()
+    await harness.start_replica(min_remind_ms=300)
+    env = harness.envelope(Q, remind_every_ms=300, timeout_ms=30_000)
+    await harness.send(env)
+    [message] = await harness.posted()
+    await harness.fake.wait_for(
+        lambda: harness.fake.thread("C0DEPLOY", message.ts), timeout=5, what="a reminder"
+    )
+
+    await harness.fake.delete_message("C0DEPLOY", message.ts)
+
+    assert (await harness.result(env["reply_to"]))["outcome"] == "dismissed"
+    parent = harness.fake.state.find_message("C0DEPLOY", message.ts)
+    assert parent is not None and parent.tombstone  # Slack's placeholder, with the reminders under it
