@@ -178,6 +178,10 @@ class Intake:
                     if isinstance(exc, RedisError) and "NOGROUP" in str(exc):
                         started = False  # the stream or group was deleted: create it again at once
                         continue
+                    # A read that failed mid-way (a timeout on a half-open link, a failover) may
+                    # have been served: its entries are pending to this consumer but never arrived.
+                    # Reading this consumer's own pending entries again brings them back at once.
+                    started = False
                     delay = self.health.failed(exc)
                     log_failure(log, "intake: reading the stream", exc, retry_s=delay)
                     await sleep_or_stop(stop, delay)
@@ -200,7 +204,10 @@ class Intake:
                 await self.store.touch(
                     self.consumer, self.waiting(), min_idle_ms=max(self.reclaim_idle_ms // 4, 1)
                 )
-                entries = await self.store.reclaim(self.consumer, min_idle_ms=self.reclaim_idle_ms)
+                # Not the entries this replica is handling now: claiming them would count a delivery.
+                entries = await self.store.reclaim(
+                    self.consumer, min_idle_ms=self.reclaim_idle_ms, skip=set(self._in_flight)
+                )
                 # Replicas that restarted under a new name leave their old consumer behind; one with
                 # nothing pending and idle past the reclaim time is gone for good.
                 dropped = await self.store.drop_idle_consumers(

@@ -134,10 +134,21 @@ class Actions(Room):
             clicked = PostedMessage(channel=action.channel, ts=action.message_ts)
             known = {(m.channel, m.ts) for m in ended.messages}
             stray = [clicked] if (clicked.channel, clicked.ts) not in known else []
+            if stray:
+                # Recorded first, so that it is redrawn until done even if this update fails.
+                await self._learn(ended, clicked)
             await self.endings.finish_messages(
                 ended.record, [*ended.messages, *stray], ended.result, ended.by
             )
         return None
+
+    async def _learn(self, loaded: LoadedAsk, message: PostedMessage) -> None:
+        """A message of the ask the bot did not know (a post whose record a crash or a Redis blip
+        lost): every message the bot learns of goes into the ask's record, so it is redrawn at the end."""
+        rec = loaded.record
+        await self.store.posted(
+            rec.tag, rec.ask_id, [message], actor=self.consumer, event="learned", track_channel=True
+        )
 
     def _acted_on(self, loaded: LoadedAsk, channel: str | None, ts: str | None) -> PostedMessage | None:
         for message in loaded.messages:
@@ -155,6 +166,11 @@ class Actions(Room):
         ts: str | None,
         event: str,
     ) -> Refusal | None:
+        acted_on = self._acted_on(loaded, channel, ts)
+        if acted_on is not None and acted_on not in loaded.messages:
+            # Answered on a message the record lacks: record it before resolving, so the ending
+            # (which redraws the recorded messages) redraws this one too.
+            await self._learn(loaded, acted_on)
         verdict = await self.endings.end(
             loaded.record,
             ending,
@@ -162,7 +178,7 @@ class Actions(Room):
             event=event,
             detail="",
             messages=loaded.messages,
-            acted_on=self._acted_on(loaded, channel, ts),
+            acted_on=acted_on,
             refuse_late=True,
         )
         if verdict.verdict == "late":

@@ -58,8 +58,11 @@ class Endings(Room):
         acted_on: PostedMessage | None = None,
         refuse_late: bool = False,
         reason: str | None = None,
+        release_lease: bool = False,
     ) -> ResolveVerdict:
-        """End the ask with ``ending`` unless something else already did; then update Slack."""
+        """End the ask with ``ending`` unless something else already did; then update Slack.
+
+        ``release_lease``: intake ends it without posting, so no delivery is in flight."""
         prefix = await self.result_prefix(
             rec, ending, actor=actor, where=acted_on or (messages[-1] if messages else None)
         )
@@ -72,6 +75,7 @@ class Endings(Room):
                 event,
                 (reason if reason is not None else detail)[:500],
                 refuse_late=refuse_late,
+                release_lease=release_lease,
             )
         )
         if verdict.verdict == "won":

@@ -3,8 +3,11 @@ dead letter."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+
+from redis.exceptions import RedisError
 
 from bot import render, results
 from bot.asks import Rejection, build_record
@@ -37,9 +40,9 @@ class Intake(Room):
         """Handle one intake entry; never raises for bad input (it ends up on a queue instead)."""
         if entry.deliveries > self.settings.max_deliveries:
             METRICS.dead_letters.labels(reason="poison").inc()
-            await self.store.dead_letter(
-                entry, f"failed {entry.deliveries - 1} times; parked for an operator"
-            )
+            reason = f"failed {entry.deliveries - 1} times; parked for an operator"
+            await self.store.dead_letter(entry, reason)
+            await self._end_parked(entry, reason)
             return
         if "ask" in entry.fields:
             await self._handle_ask(entry)
@@ -48,6 +51,31 @@ class Intake(Room):
         else:  # operator actions never travel on the stream (protocol section 1)
             METRICS.dead_letters.labels(reason="no_field").inc()
             await self.store.dead_letter(entry, "the entry has neither an 'ask' nor a 'cancel' field")
+
+    async def _end_parked(self, entry: Entry, reason: str) -> None:
+        """An ask whose entry was parked on the dead-letter stream still ends with a result
+        (``unavailable``, with the reason), never with silence: the agent is waiting for it."""
+        if "ask" not in entry.fields:
+            return
+        try:
+            env = parse_ask_envelope(entry.fields["ask"])
+        except EnvelopeError:
+            return  # unreadable asks were refused on their first delivery; nothing to end
+        bind_ask_id(env.ask_id)
+        loaded = await self.store.find(env.ask_id)
+        if loaded is None or loaded.state == "ended" or loaded.record.reply_to != env.reply_to:
+            return
+        METRICS.asks.labels(result="unavailable").inc()
+        error = {"code": "delivery_failed", "message": f"the bot could not deliver this ask: {reason}"}
+        await self.endings.end(
+            loaded.record,
+            results.ended_without_answer(loaded.record, "unavailable", error=error),
+            actor=None,
+            event="unavailable",
+            detail=reason,
+            messages=loaded.messages,
+            release_lease=not loaded.messages,
+        )
 
     def _pending_ttl_ms(self, rec: AskRecord | None) -> int:
         # Bounded lifetime for every key: pending life (deadline, or retention for open-ended asks)
@@ -113,7 +141,16 @@ class Intake(Room):
             await self.store.ack(entry.id)
             return
         if verdict.verdict == "busy":
-            return  # another live replica holds it; reclaim brings it back if that one dies
+            # Another live replica holds the lease; reclaim brings it back if that one dies. Finding
+            # a live lease is no failed delivery: the count XCLAIM added goes back, so only real
+            # failures reach SLACK_ASK_MAX_DELIVERIES, and the next reclaim comes as the lease ends.
+            await self.store.unclaim_busy(
+                entry,
+                self.consumer,
+                lease_left_ms=int(verdict.detail or 0),
+                reclaim_idle_ms=self.settings.reclaim_idle_ms,
+            )
+            return
         if isinstance(built, Rejection):
             METRICS.asks.labels(result=built.code).inc()
             if built.kind == "unavailable":
@@ -122,7 +159,13 @@ class Intake(Room):
             else:
                 ending = results.envelope_error(built.code, built.message)
             await self.endings.end(
-                rec, ending, actor=None, event=built.code, detail=built.message, messages=[]
+                rec,
+                ending,
+                actor=None,
+                event=built.code,
+                detail=built.message,
+                messages=[],
+                release_lease=True,
             )
             await self.store.ack(entry.id)
             return
@@ -134,6 +177,7 @@ class Intake(Room):
                 event="cancelled",
                 detail=verdict.detail,
                 messages=[],
+                release_lease=True,
             )
             await self.store.ack(entry.id)
             return
@@ -145,6 +189,7 @@ class Intake(Room):
                 event="timeout",
                 detail="read after its deadline",
                 messages=[],
+                release_lease=True,
             )
             await self.store.ack(entry.id)
             return
@@ -220,7 +265,9 @@ class Intake(Room):
             await self._recover(verdict, entry, tag, exc.ask_id, exc.reply_to)
             return
         if verdict.verdict in ("post", "cancel", "expired"):
-            await self.endings.end(rec, ending, actor=None, event=exc.code, detail=exc.message, messages=[])
+            await self.endings.end(
+                rec, ending, actor=None, event=exc.code, detail=exc.message, messages=[], release_lease=True
+            )
         if verdict.verdict != "busy":
             await self.store.ack(entry.id)
 
@@ -237,10 +284,15 @@ class Intake(Room):
             METRICS.dead_letters.labels(reason="reply_to").inc()
             await self.store.dead_letter(entry, f"invalid_envelope: {forbidden}")
             return
-        loaded = await self.store.find(env.ask_id)
-        if loaded is None:
-            await self.store.remember_cancel(slot_tag(env.reply_to), env.ask_id, env.reason or "")
-        elif loaded.state != "ended":
+        # The ask's slot: where its index says, else where its reply_to puts it. Remember-or-report
+        # is one atomic step there, so an accept running at the same moment cannot slip between.
+        tag = await self.store.lookup_tag(env.ask_id) or slot_tag(env.reply_to)
+        seen = await self.store.cancel_or_remember(env.ask_id, env.reply_to, env.reason or "", tag=tag)
+        loaded = await self.store.load(tag, env.ask_id) if seen == "found" else None
+        if seen == "foreign":
+            log.info("a cancel for %s names another reply_to; it changes nothing", env.ask_id)
+            METRICS.refusals.labels(kind="foreign_cancel").inc()
+        if loaded is not None and loaded.state != "ended":
             await self.endings.end(
                 loaded.record,
                 results.ended_without_answer(loaded.record, "cancelled"),
@@ -251,6 +303,27 @@ class Intake(Room):
                 reason=env.reason or "",
             )
         await self.store.ack(entry.id)
+
+    async def _record_post(self, rec: AskRecord, posted: PostedMessage, entry: Entry) -> str:
+        """Record the message just posted, retrying through a Redis blip: a live message the ask does
+        not know would keep its buttons after the end. Retrying is safe (posted.lua records a message
+        once); it goes on while the intake lease lasts, after which another replica may deliver the
+        ask again (then the click on this copy, or its replies, still reach the ask)."""
+        delay = 0.05
+        deadline = asyncio.get_running_loop().time() + self.lease_ms / 1000
+        while True:
+            try:
+                return await self.store.posted(
+                    rec.tag, rec.ask_id, [posted], actor=self.consumer, ack_entry=entry.id, track_channel=True
+                )
+            except RedisError as exc:
+                if asyncio.get_running_loop().time() + delay > deadline:
+                    raise
+                log.warning(
+                    "could not record message %s of %s yet (%s); retrying", posted.ts, rec.ask_id, exc
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
 
     async def _deliver(
         self, rec: AskRecord, entry: Entry, *, deadline: float, channel_token: bool = False
@@ -288,14 +361,13 @@ class Intake(Room):
                 event="unavailable",
                 detail=message_text,
                 messages=[],
+                release_lease=True,
             )
             await self.store.ack(entry.id)
             return
         posted = PostedMessage(channel=target.channel, ts=ts, step=0)
         METRICS.asks.labels(result="posted").inc()
-        state = await self.store.posted(
-            rec.tag, rec.ask_id, [posted], actor=self.consumer, ack_entry=entry.id, track_channel=True
-        )
+        state = await self._record_post(rec, posted, entry)
         if state == "ended":
             # Ended (cancelled, say) while we were posting: never leave a live button behind.
             loaded = await self.store.load(rec.tag, rec.ask_id)

@@ -72,7 +72,9 @@ class Timers(Room):
             loaded
             for loaded in loaded_all
             if loaded is not None
-            and loaded.state == "posted"
+            # accepted too: an ask whose delivery is stuck (or whose replica died) times out like
+            # any other; a post still in flight then finds it ended and is redrawn at once.
+            and loaded.state in ("posted", "accepted")
             and loaded.record.deadline_ms
             and now_ms >= loaded.record.deadline_ms
         ]
@@ -141,8 +143,12 @@ class Timers(Room):
                 await self.store.unschedule(ask_id, tag)
             return
         if loaded.state == "accepted":
-            # Still being delivered by intake (or its replica died: reclaim handles that). Look later.
-            await self.store.schedule(ask_id, tag, now_ms + 5_000)
+            # Still being delivered by intake (or its replica died: reclaim handles that). Look later,
+            # and no later than the deadline, which ends it whatever intake does.
+            later = now_ms + 5_000
+            if rec.deadline_ms:
+                later = min(later, rec.deadline_ms)
+            await self.store.schedule(ask_id, tag, later)
             return
         step, reminders = loaded.step, loaded.reminders
         if step < len(rec.escalate) and now_ms >= rec.created_ms + rec.escalate[step].after_ms:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -176,6 +176,9 @@ class Resolution:
     detail: str = ""
     refuse_late: bool = False
     """An answer: refused (``late``) when it reaches Redis after the deadline."""
+    release_lease: bool = False
+    """Intake ends the ask without posting it (refused, unavailable, parked): no delivery is in flight,
+    so its clean-up need not wait for the intake lease (``finalize.lua``)."""
 
 
 class AuditEntry(BaseModel):
@@ -301,14 +304,20 @@ class Store:
         )
         return self._entries(reply)
 
-    async def reclaim(self, consumer: str, *, min_idle_ms: int, count: int = 50) -> list[Entry]:
-        """Take over entries another consumer left pending too long (it probably died)."""
+    async def reclaim(
+        self, consumer: str, *, min_idle_ms: int, count: int = 50, skip: Collection[str] = ()
+    ) -> list[Entry]:
+        """Take over entries another consumer left pending too long (it probably died). ``skip``: the
+        entries this consumer is handling right now; claiming them would count a delivery that did
+        not fail."""
         pending = await self.redis.xpending_range(
             self.keys.asks, GROUP, min="-", max="+", count=count, idle=min_idle_ms
         )
-        if not pending:
+        deliveries = {
+            _s(p["message_id"]): int(p["times_delivered"]) for p in pending if _s(p["message_id"]) not in skip
+        }
+        if not deliveries:
             return []
-        deliveries = {_s(p["message_id"]): int(p["times_delivered"]) for p in pending}
         claimed = await self.redis.xclaim(
             self.keys.asks, GROUP, consumer, min_idle_time=min_idle_ms, message_ids=list(deliveries)
         )
@@ -324,6 +333,26 @@ class Store:
         if gone:
             await self.redis.xack(self.keys.asks, GROUP, *gone)
         return out
+
+    async def unclaim_busy(
+        self, entry: Entry, consumer: str, *, lease_left_ms: int, reclaim_idle_ms: int
+    ) -> None:
+        """Undo what a reclaim that found a live lease did to the entry: that was no failed delivery.
+
+        XCLAIM counted one more delivery; the count goes back (``RETRYCOUNT``), so only deliveries that
+        really failed bring an entry to the poison limit. Its idle time is set so that the next reclaim
+        comes just as the lease ends (``IDLE``), not a whole reclaim period later."""
+        idle = max(reclaim_idle_ms - lease_left_ms, 0)
+        await self.redis.xclaim(
+            self.keys.asks,
+            GROUP,
+            consumer,
+            min_idle_time=0,
+            message_ids=[entry.id],
+            idle=idle,
+            retrycount=max(entry.deliveries - 1, 0),
+            justid=True,
+        )
 
     async def touch(self, consumer: str, entry_ids: Sequence[str], *, min_idle_ms: int) -> None:
         """Keep entries this consumer still holds (waiting locally for a busy channel's rate limit)
@@ -368,12 +397,20 @@ class Store:
         return self.keys.for_ask(tag, ask_id)
 
     async def claim_index(self, ask_id: str, tag: str, ttl_ms: int) -> str:
-        """Record which slot tag ``ask_id`` lives under; the first envelope seen wins."""
+        """Record which slot tag ``ask_id`` lives under; the first envelope seen wins while its ask
+        exists. An index that outlived its ask (the id reused after retention, with another reply_to)
+        is taken over: the new ask's keys must share its own reply_to's slot (Cluster: CROSSSLOT)."""
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.set(self.keys.index(ask_id), tag, nx=True, px=ttl_ms)
             pipe.get(self.keys.index(ask_id))
             _, current = await pipe.execute()
-        return _s(current) if current is not None else tag
+        if current is None or _s(current) == tag:
+            return tag
+        old = _s(current)
+        if await self.redis.exists(self.ask_keys(old, ask_id).ask):
+            return old
+        await self.redis.set(self.keys.index(ask_id), tag, px=ttl_ms)
+        return tag
 
     async def extend_index(self, ask_id: str, ttl_ms: int) -> None:
         await self.redis.pexpire(self.keys.index(ask_id), ttl_ms)
@@ -465,7 +502,12 @@ class Store:
             steps.append(lambda pipe: pipe.xack(self.keys.asks, GROUP, entry))
             steps.append(lambda pipe: pipe.xdel(self.keys.asks, entry))
         replies = await self._run(steps)
-        return _s(replies[at][0])
+        state = _s(replies[at][0])
+        if state == "ended":
+            # A message that landed (or was learned of) after the end: the clean-up timer, which
+            # finalize may already have removed, must be there until it is redrawn.
+            await self.schedule_in(ask_id, tag, self.finalize_after_ms)
+        return state
 
     async def advance(
         self,
@@ -484,7 +526,17 @@ class Store:
         [reply] = await self._run(
             [self._script("advance", [k.ask, k.audit], [counter, expected, payload, event, actor, detail])]
         )
-        return _s(reply[0])
+        verdict = _s(reply[0])
+        if verdict == "ended" and messages:
+            # A step posted as the ask ended: its message is recorded; the clean-up timer (which
+            # finalize may already have removed) must be there until it is redrawn.
+            await self.schedule_in(ask_id, tag, 0)
+        return verdict
+
+    async def schedule_in(self, ask_id: str, tag: str, delay_ms: int) -> None:
+        """A timer ``delay_ms`` from now in Redis time, unless an earlier one is set."""
+        member = due_member(ask_id, tag)
+        await self._run([self._script("schedule_in", [self.keys.due], [delay_ms, member, "keep_earlier"])])
 
     async def resolve(self, resolution: Resolution) -> ResolveVerdict:
         """End the ask if nobody did yet: state, result push and audit in one atomic step.
@@ -538,6 +590,7 @@ class Store:
                     r.detail,
                     "",
                     "[]" if record.approval is not None else "null",
+                    "1" if r.release_lease else "0",
                 ],
             ),
         ]
@@ -628,10 +681,16 @@ class Store:
             steps.append(self._script("finalize", [self.ask_keys(tag, ask_id).ask], [updated]))
             steps.append(self._zrem_due(ask_id, tag))
         replies = await self._run(steps)
-        again = [(a, t) for (a, t, _), done in zip(asks, replies[0::2], strict=True) if int(done) == 0]
-        for ask_id, tag in again:
-            await self.schedule(ask_id, tag, 0)
-        finished = [(a, t) for (a, t, _), done in zip(asks, replies[0::2], strict=True) if int(done) == 1]
+        finished: list[tuple[str, str]] = []
+        for (ask_id, tag, _), raw in zip(asks, replies[0::2], strict=True):
+            done = int(_s(raw[0]))
+            if done == 0:
+                await self.schedule(ask_id, tag, 0)
+            elif done == 2:
+                # Cancelled while a delivery may still land: look again when its lease ends.
+                await self.schedule(ask_id, tag, int(_s(raw[1])))
+            elif done == 1:
+                finished.append((ask_id, tag))
         await self._leave_channels(finished)
 
     async def _leave_channels(self, asks: Sequence[tuple[str, str]]) -> None:
@@ -664,15 +723,30 @@ class Store:
         k = self.ask_keys(tag, ask_id)
         await self.redis.set(k.cancel, reason, px=self.retention_ms)
 
+    async def cancel_or_remember(
+        self, ask_id: str, reply_to: str, reason: str, *, tag: str
+    ) -> Literal["remembered", "found", "foreign"]:
+        """An agent's cancel, in one atomic step in the ask's slot (``cancel.lua``): remember it when
+        the ask is not there yet, or report that it is (``found``: the caller ends it if pending;
+        ``foreign``: it belongs to another reply_to, so the cancel changes nothing). No ``accept`` can
+        run between the look and the tombstone, so no cancel is lost to that race."""
+        k = self.ask_keys(tag, ask_id)
+        [reply] = await self._run(
+            [self._script("cancel", [k.ask, k.cancel, k.audit], [reason, self.retention_ms, reply_to])]
+        )
+        return _s(reply[0])  # type: ignore[return-value]
+
     async def audit(self, tag: str, ask_id: str, event: str, *, by: str | None, detail: str = "") -> None:
         k = self.ask_keys(tag, ask_id)
         now = await self.server_time_ms()
         entry = json.dumps({"at": now, "event": event, "by": by or "", "detail": detail})
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.rpush(k.audit, entry)
-            pipe.ltrim(k.audit, -AUDIT_MAX, -1)
-            pipe.pexpire(k.audit, self.retention_ms)
-            await pipe.execute()
+        await self._run(
+            [
+                lambda pipe: pipe.rpush(k.audit, entry),
+                lambda pipe: pipe.ltrim(k.audit, -AUDIT_MAX, -1),
+                lambda pipe: pipe.pexpire(k.audit, self.retention_ms),
+            ]
+        )
 
     async def load(self, tag: str, ask_id: str) -> LoadedAsk | None:
         k = self.ask_keys(tag, ask_id)

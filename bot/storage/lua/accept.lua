@@ -5,7 +5,7 @@
 -- ARGV[8] retention_ms
 -- Returns {verdict, detail}:
 --   {'post', tries}      this consumer holds the lease and must post to Slack
---   {'busy', ''}         another live consumer holds the lease: leave the entry pending
+--   {'busy', ms}         another consumer holds a live lease for ms more: leave the entry pending
 --   {'posted', ''}       already posted, or a duplicate entry while the first is in flight: just ack
 --   {'ended', result, entry} already ended: the stored result and the entry that carried the ask
 --   {'cancel', reason}   a cancel arrived first: end it as cancelled now
@@ -24,8 +24,12 @@ if state then
   -- entry is still pending, so this one can be acknowledged at once.
   if redis.call('HGET', KEYS[1], 'entry') ~= ARGV[7] then return {'posted', ''} end
   local lease = tonumber(redis.call('HGET', KEYS[1], 'lease_until') or '0')
-  -- A live lease means someone (maybe this very process, still waiting on Slack) is delivering it.
-  if lease > now then return {'busy', ''} end
+  -- A live lease means another replica may still be delivering it. The owner itself only gets here
+  -- when it is not (intake never hands one entry to two of its tasks, and a restarted replica with
+  -- a stable consumer name has nothing in flight): it takes the ask over at once.
+  if lease > now and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[4] then
+    return {'busy', tostring(lease - now)}
+  end
   local tries = redis.call('HINCRBY', KEYS[1], 'tries', 1)
   redis.call('HSET', KEYS[1], 'owner', ARGV[4], 'lease_until', now + tonumber(ARGV[5]))
   audit(KEYS[2], now, 'taken_over', ARGV[4], 'delivery attempt ' .. tries, tonumber(ARGV[6]))
@@ -50,10 +54,16 @@ redis.call('HSET', KEYS[1], 'rec', ARGV[1], 'state', 'accepted', 'created_ms', A
 redis.call('PEXPIRE', KEYS[1], ttl)
 audit(KEYS[2], now, 'accepted', ARGV[4], '', ttl)
 local reason = redis.call('GET', KEYS[3])
+-- Ending at once (cancelled first, or read after its deadline): nothing will be posted, so no
+-- delivery lease holds back the clean-up (finalize.lua).
 if reason then
   redis.call('DEL', KEYS[3])
+  redis.call('HSET', KEYS[1], 'lease_until', 0)
   return {'cancel', reason}
 end
 local deadline = tonumber(ARGV[3])
-if deadline > 0 and now >= deadline then return {'expired', ''} end
+if deadline > 0 and now >= deadline then
+  redis.call('HSET', KEYS[1], 'lease_until', 0)
+  return {'expired', ''}
+end
 return {'post', '1'}

@@ -8,7 +8,15 @@ local now = now_ms()
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then return {'missing', ''} end
 local msgs = cjson.decode(redis.call('HGET', KEYS[1], 'msgs'))
-for _, m in ipairs(cjson.decode(ARGV[2])) do table.insert(msgs, m) end
+-- Idempotent on (channel, ts): a call retried after a lost reply records each message once.
+local known = {}
+for _, m in ipairs(msgs) do known[m.channel .. ' ' .. m.ts] = true end
+for _, m in ipairs(cjson.decode(ARGV[2])) do
+  if not known[m.channel .. ' ' .. m.ts] then
+    table.insert(msgs, m)
+    known[m.channel .. ' ' .. m.ts] = true
+  end
+end
 -- cjson encodes an empty table as {}; msgs is never empty here when ARGV[2] had messages.
 if #msgs == 0 then
   redis.call('HSET', KEYS[1], 'msgs', '[]')
@@ -19,9 +27,13 @@ local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then ttl = 86400000 end
 if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'step', ARGV[4]) end
 if state == 'ended' then
+  -- A message that landed after the end (cancelled mid-post) or that the bot only learned of now
+  -- (a click on it): recorded, and the ask's messages are not done until it is redrawn too.
+  redis.call('HSET', KEYS[1], 'finalized', 0, 'lease_until', 0)
   audit(KEYS[2], now, ARGV[3] .. '_after_end', ARGV[1], ARGV[5], ttl)
   return {'ended', ''}
 end
-if state == 'accepted' then redis.call('HSET', KEYS[1], 'state', 'posted') end
+-- The post landed: no delivery is in flight any more (finalize.lua waits for none).
+if state == 'accepted' then redis.call('HSET', KEYS[1], 'state', 'posted', 'lease_until', 0) end
 audit(KEYS[2], now, ARGV[3], ARGV[1], ARGV[5], ttl)
 return {'ok', state}

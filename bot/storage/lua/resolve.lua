@@ -5,12 +5,15 @@
 --         write_result inserts the votes, the Redis-time timestamp and '}',
 -- ARGV[3] actor id ('' = none), ARGV[4] retention_ms, ARGV[5] refuse_after_deadline ('1'/'0'),
 -- ARGV[6] audit event, ARGV[7] audit detail, ARGV[8] expected state ('' = any pending state),
--- ARGV[9] the votes of an ask nobody voted on: 'null' (no approval) or '[]' (approval)
+-- ARGV[9] the votes of an ask nobody voted on: 'null' (no approval) or '[]' (approval),
+-- ARGV[10] '1' when intake ends the ask without posting it (releases the delivery lease)
 -- Returns {'won', result, msgs} | {'ended', outcome} | {'late', deadline} | {'missing'} | {'moved', state}
 local now = now_ms()
 local f = redis.call('HMGET', KEYS[1], 'state', 'deadline_ms', 'outcome', 'votes')
 local state = f[1]
 if not state then return {'missing'} end
+-- Intake ends it without posting: no delivery in flight holds back the clean-up (finalize.lua).
+if ARGV[10] == '1' then redis.call('HSET', KEYS[1], 'lease_until', 0) end
 if state == 'ended' then
   audit(KEYS[2], now, 'refused_ended', ARGV[3], ARGV[6], tonumber(ARGV[4]))
   return {'ended', f[3]}

@@ -1,0 +1,337 @@
+"""Real Redis components for the topology tests: servers (with AOF), Sentinel groups, a 3-master
+Cluster, and a TCP proxy that can cut or freeze the bot's connections. Every process is started on a
+free loopback port and stopped by its pid; work directories are temporary."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import pytest
+import redis
+
+from bot.storage.embedded import free_port, redis_answers
+
+__all__ = ["Cluster", "RedisProc", "SentinelGroup", "TcpProxy", "cluster", "sentinel_group", "wait_until"]
+
+
+def wait_until(condition: Callable[[], object], *, timeout: float, what: str, every: float = 0.05) -> None:
+    """Poll ``condition`` until it is truthy; fail with ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if condition():
+                return
+        except (redis.RedisError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(every)
+
+
+def _binary(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.skip(f"{name} is not installed")
+    return path
+
+
+def _bus_safe_port() -> int:
+    # A cluster node's bus listens on port + 10000, which must be a valid port too.
+    return next(p for p in iter(free_port, 0) if p < 55_000)
+
+
+@dataclass
+class RedisProc:
+    """One ``redis-server`` (or ``redis-server FILE --sentinel``) process, restartable on its port."""
+
+    args: list[str]
+    port: int
+    workdir: str
+    sentinel: bool = False
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        cmd = [_binary("redis-server")]
+        if self.sentinel:
+            cmd += [os.path.join(self.workdir, "sentinel.conf"), "--sentinel"]
+        cmd += ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.workdir, *self.args]
+        log = open(os.path.join(self.workdir, "server.log"), "ab")  # noqa: SIM115 - closed with the process
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        wait_until(
+            lambda: redis_answers(port=self.port, timeout=0.2), timeout=20, what=f"redis on {self.port}"
+        )
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.proc.pid, sig)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(port=self.port, socket_timeout=10)
+
+    def log_tail(self) -> str:
+        with contextlib.suppress(OSError), open(os.path.join(self.workdir, "server.log"), "rb") as f:
+            return f.read()[-3000:].decode(errors="replace")
+        return ""
+
+
+@contextlib.contextmanager
+def _workdir(name: str) -> Iterator[str]:
+    path = tempfile.mkdtemp(prefix=f"slack-ask-{name}-")
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def redis_server(*args: str, aof: bool = False) -> Iterator[RedisProc]:
+    """A private ``redis-server``; with ``aof``: ``appendonly yes`` and ``appendfsync always``."""
+    with _workdir("redis") as workdir:
+        persistence = ["--appendonly", "yes", "--appendfsync", "always"] if aof else ["--appendonly", "no"]
+        server = RedisProc([*persistence, "--save", "", *args], free_port(), workdir)
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+@dataclass
+class SentinelGroup:
+    master: RedisProc
+    replica: RedisProc
+    sentinels: list[RedisProc]
+    name: str = "mymaster"
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
+        return f"redis+sentinel://{hosts}/{self.name}"
+
+    def master_port(self) -> int:
+        with self.sentinels[0].client() as s:
+            _host, port = s.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.name)
+            return int(port)
+
+    def failover(self) -> int:
+        """``SENTINEL FAILOVER``; returns the new master's port once a sentinel reports it."""
+        before = self.master_port()
+        with self.sentinels[0].client() as s:
+            s.execute_command("SENTINEL", "FAILOVER", self.name)
+
+        def promoted() -> bool:
+            if self.master_port() == before:
+                return False
+            with redis.Redis(port=self.master_port(), socket_timeout=2) as m:
+                return bool(m.info("replication")["role"] == "master")
+
+        wait_until(promoted, timeout=30, what="the Sentinel failover")
+        return self.master_port()
+
+
+@contextlib.contextmanager
+def sentinel_group() -> Iterator[SentinelGroup]:
+    """A master, one replica and three sentinels (quorum 2), all on free loopback ports."""
+    with _workdir("master") as mdir, _workdir("replica") as rdir:
+        common = ["--appendonly", "no", "--save", ""]
+        master = RedisProc(common, free_port(), mdir)
+        master.start()
+        replica = RedisProc([*common, "--replicaof", "127.0.0.1", str(master.port)], free_port(), rdir)
+        replica.start()
+        sentinels: list[RedisProc] = []
+        try:
+            wait_until(
+                lambda: master.client().info("replication")["connected_slaves"] == 1,
+                timeout=20,
+                what="the replica to sync",
+            )
+            for _ in range(3):
+                sdir = tempfile.mkdtemp(prefix="slack-ask-sentinel-")
+                with open(os.path.join(sdir, "sentinel.conf"), "w") as f:
+                    f.write(
+                        f"sentinel monitor mymaster 127.0.0.1 {master.port} 2\n"
+                        "sentinel down-after-milliseconds mymaster 1000\n"
+                        "sentinel failover-timeout mymaster 5000\n"
+                        "sentinel parallel-syncs mymaster 1\n"
+                    )
+                sentinel = RedisProc([], free_port(), sdir, sentinel=True)
+                sentinel.start()
+                sentinels.append(sentinel)
+
+            def all_see_each_other() -> bool:
+                for s in sentinels:
+                    with s.client() as c:
+                        info = c.execute_command("SENTINEL", "MASTER", "mymaster")
+                        fields = dict(zip(info[0::2], info[1::2], strict=True))
+                        if int(fields[b"num-other-sentinels"]) < 2 or int(fields[b"num-slaves"]) < 1:
+                            return False
+                return True
+
+            wait_until(all_see_each_other, timeout=30, what="the sentinels to find each other")
+            yield SentinelGroup(master, replica, sentinels)
+        finally:
+            for s in sentinels:
+                s.stop()
+                shutil.rmtree(s.workdir, ignore_errors=True)
+            replica.stop()
+            master.stop()
+
+
+@dataclass
+class Cluster:
+    nodes: list[RedisProc]
+
+    @property
+    def url(self) -> str:
+        return f"redis+cluster://127.0.0.1:{self.nodes[0].port}"
+
+    def node_for_slot(self, slot: int) -> RedisProc:
+        with self.nodes[0].client() as c:
+            for start, end, master, *_ in c.execute_command("CLUSTER", "SLOTS"):
+                if int(start) <= slot <= int(end):
+                    port = int(master[1])
+                    return next(n for n in self.nodes if n.port == port)
+        raise AssertionError(f"no node serves slot {slot}")
+
+    def node_id(self, node: RedisProc) -> str:
+        with node.client() as c:
+            return str(c.execute_command("CLUSTER", "MYID").decode())
+
+
+@contextlib.contextmanager
+def cluster(masters: int = 3) -> Iterator[Cluster]:
+    """``masters`` nodes with ``--cluster-enabled yes``, joined by ``redis-cli --cluster create``."""
+    cli = _binary("redis-cli")
+    nodes: list[RedisProc] = []
+    try:
+        for _ in range(masters):
+            workdir = tempfile.mkdtemp(prefix="slack-ask-cnode-")
+            node = RedisProc(
+                [
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--appendonly",
+                    "no",
+                    "--save",
+                    "",
+                    "--cluster-node-timeout",
+                    "3000",
+                ],
+                _bus_safe_port(),
+                workdir,
+            )
+            node.start()
+            nodes.append(node)
+        subprocess.run(
+            [cli, "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in nodes), "--cluster-yes"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+
+        def ok() -> bool:
+            for n in nodes:
+                with n.client() as c:
+                    if b"cluster_state:ok" not in c.execute_command("CLUSTER", "INFO"):
+                        return False
+            return True
+
+        wait_until(ok, timeout=30, what="cluster_state:ok on every node")
+        yield Cluster(nodes)
+    finally:
+        for n in nodes:
+            n.stop()
+            shutil.rmtree(n.workdir, ignore_errors=True)
+
+
+@dataclass
+class TcpProxy:
+    """A loopback TCP proxy in front of a Redis: ``cut()`` drops every connection and refuses new ones
+    until ``restore()``; ``freeze()`` keeps connections open but forwards nothing (a half-open link)."""
+
+    target_port: int
+    port: int = 0
+    _server: asyncio.Server | None = None
+    _links: set[asyncio.StreamWriter] = field(default_factory=set)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    refusing: bool = False
+    frozen: set[asyncio.StreamWriter] = field(default_factory=set)
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.refusing:
+            writer.close()
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            writer.close()
+            return
+        self._links.update((writer, up_writer))
+        for src, dst, client in ((reader, up_writer, writer), (up_reader, writer, writer)):
+            task = asyncio.create_task(self._pipe(src, dst, client))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _pipe(
+        self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, client: asyncio.StreamWriter
+    ) -> None:
+        try:
+            while data := await src.read(65536):
+                if client in self.frozen:
+                    continue  # swallowed: the peer waits for an answer that never comes
+                dst.write(data)
+                await dst.drain()
+        except (OSError, asyncio.CancelledError):
+            pass
+        finally:
+            dst.close()
+
+    def cut(self) -> None:
+        self.refusing = True
+        for w in list(self._links):
+            w.close()
+        self._links.clear()
+
+    def restore(self) -> None:
+        self.refusing = False
+
+    def freeze(self) -> None:
+        """Every connection open now goes silent (new ones work)."""
+        self.frozen.update(w for w in self._links if w not in self.frozen)
+
+    async def stop(self) -> None:
+        self.cut()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

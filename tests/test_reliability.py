@@ -1,0 +1,293 @@
+"""Leases, reclaim, poison limits, cancels in a race, and messages the bot learns of around crashes and
+Redis blips (issue 11: items 2, 5, 6, 8). Real Redis, the fake Slack over HTTP, real replicas."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from bot.asks import build_record
+from bot.errors import ConfigError
+from bot.model import AskRecord
+from bot.playground import FakeSlack
+from bot.storage.connection import SENTINEL_PORT, connect, sentinel_hosts
+from bot.storage.keys import GROUP, slot_tag
+from bot.storage.store import Store
+from contract.envelopes import parse_ask_envelope
+from tests.harness import Harness, interactive_elements
+from tests.redis_procs import TcpProxy
+
+DEPLOY = {"id": "deploy", "question": "Deploy?", "options": ["Yes", "No"]}
+
+
+@pytest.fixture
+async def idle(fake_slack: FakeSlack, redis: Redis, redis_url: str, prefix: str) -> AsyncIterator[Harness]:
+    """A harness with no replica running yet: the test sets the scene first."""
+    h = Harness(fake=fake_slack, redis=redis, redis_url=redis_url, prefix=prefix)
+    try:
+        yield h
+    finally:
+        await h.stop()
+
+
+async def _held_by_a_ghost(h: Harness, env: dict[str, Any], *, lease_ms: int, deliveries: int = 1) -> str:
+    """The scene a replica that died mid-delivery leaves: the entry pending to consumer ``ghost``
+    (delivered ``deliveries`` times), and the ask accepted by it with a lease of ``lease_ms``."""
+    store = Store(h.redis, h.prefix)
+    await store.load_scripts()
+    await store.ensure_group()
+    entry = await h.send(env)
+    await store.read("ghost", count=10, block_ms=None)
+    if deliveries > 1:
+        await h.redis.xclaim(
+            f"{h.prefix}:asks", GROUP, "ghost", min_idle_time=0, message_ids=[entry], retrycount=deliveries
+        )
+    tag = slot_tag(env["reply_to"])
+    await store.claim_index(env["ask_id"], tag, 86_400_000)
+    rec = build_record(
+        parse_ask_envelope(json.dumps(env)),
+        tag=tag,
+        created_ms=int(entry.split("-")[0]),
+        settings=h.settings(),
+    )
+    assert isinstance(rec, AskRecord)
+    verdict = await store.accept(
+        rec,
+        consumer="ghost",
+        lease_ms=lease_ms,
+        pending_ttl_ms=86_400_000,
+        entry_id=entry,
+        schedule_at_ms=rec.deadline_ms,
+    )
+    assert verdict.verdict == "post"
+    return entry
+
+
+async def test_reclaims_that_find_a_live_lease_do_not_count_toward_the_poison_limit(idle: Harness) -> None:
+    env = idle.envelope(DEPLOY)
+    # The lease outlives many reclaim rounds (reclaim every 0.2 s, idle 0.4 s, poison limit 3).
+    await _held_by_a_ghost(idle, env, lease_ms=4_000)
+    await idle.start_replica(max_deliveries=3)
+    [message] = await idle.posted(timeout=15)
+    assert await idle.redis.xlen(f"{idle.prefix}:dead") == 0
+    await idle.fake.click("U0BOB", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+    result = await idle.result(env["reply_to"])
+    assert result["outcome"] == "answered"
+
+
+async def test_an_accepted_ask_past_its_deadline_times_out_while_its_lease_holds(idle: Harness) -> None:
+    env = idle.envelope(DEPLOY, timeout_ms=1_000)
+    await _held_by_a_ghost(idle, env, lease_ms=60_000)
+    await idle.start_replica()
+    result = await idle.result(env["reply_to"], timeout=8)
+    assert result["outcome"] == "timeout"
+    assert await idle.no_more_results(env["reply_to"])
+
+
+async def test_an_ask_whose_entry_is_parked_ends_unavailable_with_the_reason(idle: Harness) -> None:
+    env = idle.envelope(DEPLOY)
+    await _held_by_a_ghost(idle, env, lease_ms=1, deliveries=3)
+    await idle.start_replica(max_deliveries=3)
+    result = await idle.result(env["reply_to"], timeout=10)
+    assert result["outcome"] == "unavailable"
+    assert result["error"]["code"] == "delivery_failed"
+    assert "failed 3 times" in result["error"]["message"]
+    [dead] = await idle.redis.xrange(f"{idle.prefix}:dead")
+    assert b"parked" in dead[1][b"reason"]
+
+
+async def test_forty_back_to_back_ask_and_cancel_pairs_are_all_cancelled(harness: Harness) -> None:
+    envs = [harness.envelope(DEPLOY) for _ in range(40)]
+    async with harness.redis.pipeline(transaction=False) as pipe:
+        for env in envs:
+            pipe.xadd(f"{harness.prefix}:asks", {"ask": json.dumps(env)})
+            cancel = {"v": 1, "ask_id": env["ask_id"], "reply_to": env["reply_to"], "reason": "never mind"}
+            pipe.xadd(f"{harness.prefix}:asks", {"cancel": json.dumps(cancel)})
+        await pipe.execute()
+    outcomes = [(await harness.result(env["reply_to"], timeout=20))["outcome"] for env in envs]
+    assert outcomes == ["cancelled"] * 40
+
+    def settled() -> bool:
+        return all(not interactive_elements(m.blocks) for m in harness.fake.messages("C0DEPLOY"))
+
+    await harness.fake.wait_for(settled, timeout=20, what="every posted copy redrawn as cancelled")
+
+
+async def test_a_cancel_naming_another_reply_to_changes_nothing(harness: Harness) -> None:
+    env = harness.envelope(DEPLOY)
+    await harness.send(env)
+    [message] = await harness.posted()
+    other = {"v": 1, "ask_id": env["ask_id"], "reply_to": f"{harness.prefix}:reply:intruder"}
+    await harness.send(other, "cancel")
+
+    async def handled() -> bool:
+        return await harness.redis.xlen(f"{harness.prefix}:asks") == 0
+
+    await _until(handled, timeout=10, what="the foreign cancel handled")
+    assert await harness.no_more_results(env["reply_to"])
+    await harness.send({**other, "reply_to": env["reply_to"]}, "cancel")  # the owner's, afterwards
+    result = await harness.result(env["reply_to"])
+    assert result["outcome"] == "cancelled"
+    assert await harness.redis.llen(other["reply_to"]) == 0
+    await harness.ended("C0DEPLOY", message.ts)
+
+
+async def test_a_redis_blip_between_the_post_and_its_record_keeps_the_message_in_the_ask(
+    fake_slack: FakeSlack, redis: Redis, redis_url: str, prefix: str
+) -> None:
+    port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
+    proxy = TcpProxy(port)
+    await proxy.start()
+    h = Harness(fake=fake_slack, redis=redis, redis_url=proxy.url, prefix=prefix)
+    try:
+        await h.start_replica()
+        fake_slack.latency = 0.5
+        env = h.envelope(DEPLOY)
+        await h.send(env)
+        await fake_slack.wait_for(lambda: fake_slack.find_calls("chat.postMessage"), timeout=10)
+        proxy.cut()  # the post is on its way back; recording it will fail for a while
+        [message] = await h.posted(timeout=10)
+        await _after(1.5)  # the post returned into a Redis that does not answer
+        proxy.restore()
+        fake_slack.latency = 0.0
+
+        async def recorded() -> bool:
+            raw = await redis.hget(f"{prefix}:{{{slot_tag(env['reply_to'])}}}:ask:{env['ask_id']}", "msgs")
+            return raw is not None and message.ts in raw.decode()
+
+        await _until(recorded, timeout=15, what="the message recorded in the ask")
+        assert len([m for m in fake_slack.messages("C0DEPLOY") if not m.thread_ts]) == 1
+        await fake_slack.click("U0BOB", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+        assert (await h.result(env["reply_to"]))["outcome"] == "answered"
+        await h.ended("C0DEPLOY", message.ts)
+    finally:
+        await h.stop()
+        await proxy.stop()
+
+
+async def test_an_answer_on_a_message_the_record_lacks_redraws_that_message(harness: Harness) -> None:
+    env = harness.envelope(DEPLOY)
+    await harness.send(env)
+    [recorded] = await harness.posted()
+    # A copy the record lacks, as a crash between post and record leaves behind.
+    stray = await _post_as_the_bot(harness.fake, "C0DEPLOY", recorded.blocks)
+    await harness.fake.click("U0BOB", "C0DEPLOY", stray, "slack_ask:choose:1")
+    result = await harness.result(env["reply_to"])
+    assert result["outcome"] == "answered"
+    await harness.ended("C0DEPLOY", stray)
+    await harness.ended("C0DEPLOY", recorded.ts)
+
+
+async def test_a_post_that_lands_after_a_cancel_is_redrawn_until_done(harness: Harness) -> None:
+    harness.fake.latency = 1.0  # every Slack call takes a second: the post is in flight for that long
+    # Every redraw fails for a while: the message must still end up redrawn.
+    harness.fake.fail_next("chat.update", status=500, times=1_000)
+    env = harness.envelope(DEPLOY)
+    key = f"{harness.prefix}:{{{slot_tag(env['reply_to'])}}}:ask:{env['ask_id']}"
+    await harness.send(env)
+
+    async def accepted() -> bool:
+        return await harness.redis.hget(key, "state") == b"accepted"
+
+    await _until(accepted, timeout=10, what="the ask accepted (its post now in flight)")
+    await harness.send({"v": 1, "ask_id": env["ask_id"], "reply_to": env["reply_to"]}, "cancel")
+    assert (await harness.result(env["reply_to"]))["outcome"] == "cancelled"
+    assert harness.fake.find_calls("chat.postMessage") == []  # ended before the post landed
+    [message] = await harness.posted()
+    await harness.fake.wait_for(lambda: harness.fake.find_calls("chat.update"), timeout=10)
+    await _after(2.5)  # longer than the delivery window (1.5 s): that replica gave up on this update
+    harness.fake.latency = 0.0
+    harness.fake.clear_faults()
+    await harness.ended("C0DEPLOY", message.ts, timeout=25)
+
+
+async def test_an_ask_id_reused_after_retention_with_another_reply_to_lives_in_the_new_slot(
+    harness: Harness,
+) -> None:
+    first = harness.envelope(DEPLOY, ask_id=f"reused-{uuid.uuid4().hex[:6]}")
+    await harness.send({**first, "timeout_ms": 1})
+    assert (await harness.result(first["reply_to"]))["outcome"] == "timeout"
+    # Retention over: the ask's keys are gone, its id index (which lives longer) is not.
+    old_tag = slot_tag(first["reply_to"])
+    keys = [k async for k in harness.redis.scan_iter(match=f"{harness.prefix}:{{{old_tag}}}:*")]
+    await harness.redis.delete(*keys)
+    second = {**first, "reply_to": f"{harness.prefix}:reply:other-{uuid.uuid4().hex[:6]}"}
+    await harness.send(second)
+    [message] = await harness.posted()
+    store = Store(harness.redis, harness.prefix)
+    assert await store.lookup_tag(first["ask_id"]) == slot_tag(second["reply_to"])
+    await harness.fake.click("U0BOB", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+    assert (await harness.result(second["reply_to"]))["outcome"] == "answered"
+
+
+def test_a_sentinel_url_without_a_port_uses_26379() -> None:
+    assert sentinel_hosts("h1,h2:26380,[::1]") == [
+        ("h1", SENTINEL_PORT),
+        ("h2", 26380),
+        ("::1", SENTINEL_PORT),
+    ]
+    connect("redis+sentinel://localhost/mymaster")  # no IndexError
+
+
+def test_a_sentinel_url_with_a_bad_port_names_it() -> None:
+    with pytest.raises(ConfigError, match="'x1'"):
+        connect("redis+sentinel://h:x1/mymaster")
+
+
+async def test_a_half_open_connection_does_not_block_intake_forever(
+    fake_slack: FakeSlack, redis: Redis, redis_url: str, prefix: str
+) -> None:
+    port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
+    proxy = TcpProxy(port)
+    await proxy.start()
+    h = Harness(fake=fake_slack, redis=redis, redis_url=proxy.url, prefix=prefix)
+    try:
+        # Reclaim far away, so that only intake's own read can bring the second ask in.
+        await h.start_replica(reclaim_idle_ms=120_000)
+        env = h.envelope(DEPLOY)
+        await h.send(env)
+        await h.posted()
+        proxy.freeze()  # every open link goes silent, as when a host vanishes without a FIN
+        second = h.envelope(DEPLOY)
+        await h.send(second)
+        messages = await h.posted(count=2, timeout=40)
+        assert len(messages) == 2
+    finally:
+        await h.stop()
+        await proxy.stop()
+
+
+async def _post_as_the_bot(fake: FakeSlack, channel: str, blocks: list[dict[str, Any]]) -> str:
+    import aiohttp
+
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            fake.api_url + "chat.postMessage",
+            headers={"Authorization": f"Bearer {fake.bot_token}"},
+            json={"channel": channel, "text": "copy", "blocks": blocks},
+        ) as response,
+    ):
+        body = await response.json()
+    assert body["ok"], body
+    return str(body["ts"])
+
+
+async def _after(seconds: float) -> None:
+    """Let a fault last ``seconds`` (the fault's duration, not a synchronization)."""
+    await asyncio.sleep(seconds)
+
+
+async def _until(check: Any, *, timeout: float, what: str) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not await check():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.05)
