@@ -133,8 +133,11 @@ export class Demo {
         return /^Playground: (\S+)/m.exec(demo.output);
       },
       "the demo's Playground line",
-      30_000,
-    );
+      45_000,
+    ).catch((error: Error) => {
+      child.kill("SIGKILL");
+      throw new Error(`${error.message}; its output:\n${demo.output}`);
+    });
     demo.url = line[1]!;
     return demo;
   }
@@ -199,6 +202,19 @@ export class Demo {
     const code = await new Promise<number | null>((r) => child.on("close", r));
     if (code !== 0) throw new Error(`slack-ask status exited ${code}: ${err}`);
     return JSON.parse(out);
+  }
+
+  /** `promise`, or a failure naming `what` and showing the demo's output after `ms`. */
+  async within<T>(promise: Promise<T>, what: string, ms = 15_000): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no ${what} after ${ms} ms; the demo's output:\n${this.output}`)), ms);
+    });
+    try {
+      return await Promise.race([promise, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   async stop(): Promise<void> {
@@ -278,21 +294,24 @@ export interface FixtureRun {
   signal: NodeJS.Signals | null;
   stdout: string;
   stderr: string;
-  /** From the start of the process to its exit. */
-  wallMs: number;
+  /** From the result line on stdout to the process's exit. */
+  exitAfterResultMs: number | undefined;
   output: { result: AskToolResult; askId?: string; elapsedMs: number } | undefined;
 }
 
 export async function runFixture(input: unknown, limitMs = 20_000): Promise<FixtureRun> {
   const script = resolve(PACKAGE_DIR, "build/test/fixtures/call-ask.js");
-  const started = Date.now();
   const child = spawn(process.execPath, [script], {
     env: { ...process.env, SLACK_ASK_FIXTURE: JSON.stringify(input) },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let stdout = "";
   let stderr = "";
-  child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+  let resultAt: number | undefined;
+  child.stdout.on("data", (c: Buffer) => {
+    stdout += c.toString();
+    if (resultAt === undefined && stdout.includes("\n")) resultAt = Date.now();
+  });
   child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
   // The limit only stops a process that did not exit by itself; the test then fails on `signal`.
   const killer = setTimeout(() => child.kill("SIGKILL"), limitMs);
@@ -301,5 +320,6 @@ export async function runFixture(input: unknown, limitMs = 20_000): Promise<Fixt
   );
   clearTimeout(killer);
   const line = stdout.trim().split("\n").filter(Boolean).at(-1);
-  return { code, signal, stdout, stderr, wallMs: Date.now() - started, output: line ? JSON.parse(line) : undefined };
+  const exitAfterResultMs = resultAt === undefined ? undefined : Date.now() - resultAt;
+  return { code, signal, stdout, stderr, exitAfterResultMs, output: line ? JSON.parse(line) : undefined };
 }
