@@ -84,7 +84,7 @@ async def cluster_harness(fake_slack: Any, cluster_port: int, prefix: str) -> As
 async def test_an_ask_is_answered_with_the_bot_on_redis_cluster(cluster_harness: Harness) -> None:
     h = cluster_harness
     env = h.envelope(
-        {"id": "go", "question": "Go?", "options": ["Yes", "No"]}, reply_to=f"{h.prefix}:{{agent-7}}:r1"
+        {"id": "go", "question": "Go?", "options": ["Yes", "No"]}, reply_to=f"{h.prefix}:reply:{{agent-7}}:r1"
     )
     await h.send(env)
     [message] = await h.posted()
