@@ -24,6 +24,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.durations import parse_duration
 from bot.errors import ConfigError
+from bot.storage.diagnose import url_problem
 from contract.envelopes import Approval, EscalationStep, Responders, Route
 
 __all__ = [
@@ -170,11 +171,10 @@ class Settings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _redis_scheme(cls, value: SecretStr) -> SecretStr:
-        url = value.get_secret_value()
-        if not url.startswith(("redis://", "rediss://", "unix://", "redis+sentinel://", "redis+cluster://")):
-            raise ValueError(
-                "must start with redis://, rediss://, unix://, redis+sentinel:// or redis+cluster://"
-            )
+        # The whole URL, not just its scheme: a port that is not a number must stop serve here with
+        # one line, not as a traceback from redis-py when the first connection is made.
+        if (problem := url_problem(value.get_secret_value())) is not None:
+            raise ValueError(problem)
         return value
 
     @property

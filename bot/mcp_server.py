@@ -24,13 +24,13 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
+from bot.cli.redis_args import redis_target
 from bot.client import (
     AskClient,
     AskClientError,
     AskRequestError,
     RedisUnavailableError,
     add_connection_args,
-    resolve_connection,
 )
 from contract.envelopes import ASK_ID_PATTERN, ResultEnvelope
 
@@ -337,9 +337,13 @@ async def _serve_args(url: str, prefix: str, *, default_wait_s: float) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    url, prefix = resolve_connection(args.redis, args.prefix)
+    target = redis_target(args.redis, args.prefix)
+    if (problem := target.problem()) is not None:
+        # Before stdio is taken over: an MCP client shows the server's stderr when it fails to start.
+        print(f"slack-ask mcp: error: {problem}", file=sys.stderr)
+        return 2
     wait_s = args.wait_s if args.wait_s is not None else _default_wait_s()
-    return asyncio.run(_serve_args(url, prefix, default_wait_s=wait_s))
+    return asyncio.run(_serve_args(target.url, target.prefix, default_wait_s=wait_s))
 
 
 def _configure(p: argparse.ArgumentParser) -> None:

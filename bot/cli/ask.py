@@ -13,15 +13,18 @@ import json
 import sys
 from typing import Any, TextIO
 
+from redis.exceptions import RedisClusterException
+
+from bot.cli.redis_args import redis_target
 from bot.client import (
     AskClient,
     AskClientError,
     AskRequestError,
     RedisUnavailableError,
     add_connection_args,
-    resolve_connection,
 )
 from bot.durations import format_duration, parse_duration
+from bot.storage.diagnose import is_unreachable, unreachable_reason
 from contract import ContractError, normalize_ask_request
 from contract.envelopes import ResultEnvelope
 
@@ -36,6 +39,7 @@ __all__ = [
     "EXIT_USAGE",
     "OUTCOME_EXIT",
     "add_parser",
+    "outcome_line",
     "run",
 ]
 
@@ -80,7 +84,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="ask a question in Slack and wait for the answer",
         description=(
             "Send an ask and wait for its single result. Prints the result text (with --json the whole "
-            "result envelope). Exit codes: 0 answered, 2 usage error, 3 cancelled, 4 timeout, "
+            "result envelope), and on standard error why an ask reached nobody or who ended it. "
+            "Exit codes: 0 answered, 2 usage error, 3 cancelled, 4 timeout, "
             "5 dismissed, 6 unavailable, 7 error, 8 Redis unreachable."
         ),
     )
@@ -107,7 +112,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     q.add_argument("--format", choices=["pi-question", "rich"], default="pi-question", help="request format")
 
     a = p.add_argument_group("ask")
-    a.add_argument("--timeout", type=_duration, metavar="DURATION", help="deadline, e.g. 90s, 10m, 2h, 1d")
+    a.add_argument(
+        "--timeout",
+        type=_duration,
+        metavar="DURATION",
+        help="deadline, e.g. 90s, 10m, 2h, 1d (omit for the bot's default)",
+    )
     a.add_argument("--on-timeout", choices=["cancel", "recommended", "error"], help="what the deadline does")
     a.add_argument("--responder", dest="responders", action="append", metavar="USER_ID", help="may answer")
     a.add_argument("--usergroup", dest="usergroups", action="append", metavar="GROUP_ID", help="may answer")
@@ -203,8 +213,22 @@ def _request_from_flags(args: argparse.Namespace) -> dict[str, Any]:
     return {"questions": [question]}
 
 
+def _check_recommended(args: argparse.Namespace) -> None:
+    if args.recommended is None:
+        return
+    count = len(args.options or [])
+    if count == 0:
+        raise _UsageError("--recommended needs the options it points at: give them with --option")
+    if not 0 <= args.recommended < count:
+        raise _UsageError(
+            f"--recommended {args.recommended} is out of range: give 0 to {count - 1} "
+            "(it counts the --option values from 0)"
+        )
+
+
 def _build_request(args: argparse.Namespace) -> Any:
     if args.file is None:
+        _check_recommended(args)
         return _request_from_flags(args)
     flags = [
         name
@@ -305,11 +329,24 @@ class _StatusLine:
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``slack-ask ask``; returns the exit code."""
     try:
+        if args.timeout is not None and args.timeout <= 0:
+            # 0 would silently mean "the bot's default deadline", which nobody typing 0s expects.
+            raise _UsageError("--timeout must be more than 0; leave it out for the bot's default")
         request = _build_request(args)
         route = _route(args)
     except _UsageError as exc:
         return _fail(EXIT_USAGE, str(exc))
-    return asyncio.run(_ask(args, request, route))
+    target = redis_target(args.redis, args.prefix)
+    if (problem := target.problem()) is not None:
+        return _fail(EXIT_USAGE, problem)
+    try:
+        return asyncio.run(_ask(args, request, route))
+    except RedisClusterException as exc:
+        # The Cluster client's own exception class for "no startup node answered" and for a URL
+        # that names no Cluster (a standalone Redis): exit 8 and exit 2, never a traceback.
+        if is_unreachable(exc):
+            return _fail(EXIT_REDIS, target.unreachable(exc))
+        return _fail(EXIT_USAGE, f"{target.setting}: {unreachable_reason(exc)}")
 
 
 def _requester(args: argparse.Namespace) -> dict[str, str] | None:
@@ -350,11 +387,11 @@ def _option_index(request: Any, value: str) -> int:
 
 
 async def _ask(args: argparse.Namespace, request: Any, route: dict[str, str] | None) -> int:
-    url, prefix = resolve_connection(args.redis, args.prefix)
+    target = redis_target(args.redis, args.prefix)
     try:
-        client = AskClient(url, prefix=prefix)
+        client = AskClient(target.url, prefix=target.prefix)
     except ValueError as exc:
-        return _fail(EXIT_USAGE, f"--redis: {exc}")
+        return _fail(EXIT_USAGE, f"{target.setting}: {exc}")
     async with client:
         responders: dict[str, list[str]] | None = None
         if args.responders or args.usergroups:
@@ -425,5 +462,33 @@ def _print_pending(args: argparse.Namespace, ask_id: str, reply_to: str) -> None
 def _print_result(args: argparse.Namespace, result: ResultEnvelope) -> None:
     if args.json:
         _write(sys.stdout, json.dumps(result.to_wire(), ensure_ascii=False) + "\n")
-    else:
-        _write(sys.stdout, result.text + "\n")
+        return
+    _write(sys.stdout, result.text + "\n")
+    # On stderr: standard output stays exactly the result's text (protocol section 12), for scripts.
+    if (line := outcome_line(result)) is not None:
+        _write(sys.stderr, f"{_PROG}: {line}\n")
+
+
+def _printable(text: str) -> str:
+    # Names and messages come from Slack and Redis: no terminal control sequences from them.
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def outcome_line(result: ResultEnvelope) -> str | None:
+    """What the result's text leaves out: why an ask reached nobody, and who ended it (a person's
+    Decline has a responder; the requester's cancel has none)."""
+    who = None
+    if result.responder is not None:
+        name, user = _printable(result.responder.name or ""), _printable(result.responder.id or "")
+        who = f"{name} ({user})" if name and user and name != user else (name or user)
+    if result.outcome == "unavailable":
+        if result.error is None:
+            return "Not delivered: no person could be reached."
+        return f"Not delivered: {_printable(result.error.message)} ({_printable(result.error.code)})."
+    if result.outcome == "cancelled":
+        if who:
+            return f"Declined in Slack by {who}."
+        return "Withdrawn by the requester (a cancel), not declined by a person."
+    if result.outcome == "dismissed" and who:
+        return f"Dismissed by {who}."
+    return None

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
-import sys
 from typing import Any
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.asyncio import Redis
 
-from bot.cli.ask import EXIT_REDIS
-from bot.storage.check import Problem, check_prefix
-from bot.storage.connection import connect, redacted
+from bot.cli.redis_args import RedisTarget, add_redis_args, run_with_redis
+from bot.storage.check import check_prefix
 
 __all__ = ["EXIT_BROKEN", "add_parser"]
 
@@ -23,10 +19,7 @@ EXIT_BROKEN = 1
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("check", help="report every broken invariant of the bot's keys under one prefix")
-    p.add_argument(
-        "--redis", default=os.environ.get("REDIS_URL", "redis://localhost:6379/0"), help="Redis URL"
-    )
-    p.add_argument("--prefix", default=os.environ.get("SLACK_ASK_PREFIX", "slack-ask"), help="key prefix")
+    add_redis_args(p)
     p.add_argument(
         "--reclaim-idle-ms",
         type=int,
@@ -38,26 +31,19 @@ def add_parser(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    async def go() -> list[Problem]:
-        redis = connect(args.redis, socket_connect_timeout=5)
-        try:
-            return await check_prefix(redis, args.prefix, reclaim_idle_ms=args.reclaim_idle_ms)
-        finally:
-            await redis.aclose()
+    return run_with_redis("slack-ask check", args, lambda redis, target: _check(redis, target, args))
 
-    try:
-        problems = asyncio.run(go())
-    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-        print(f"slack-ask: cannot reach Redis at {redacted(args.redis)}: {exc}", file=sys.stderr)
-        return EXIT_REDIS
+
+async def _check(redis: Redis, target: RedisTarget, args: argparse.Namespace) -> int:
+    problems = await check_prefix(redis, target.prefix, reclaim_idle_ms=args.reclaim_idle_ms)
     if args.json:
-        doc = {"prefix": args.prefix, "ok": not problems, "problems": [p.to_json() for p in problems]}
+        doc = {"prefix": target.prefix, "ok": not problems, "problems": [p.to_json() for p in problems]}
         print(json.dumps(doc))
     elif not problems:
-        print(f"{args.prefix}: every invariant holds.")
+        print(f"{target.prefix}: every invariant holds.")
     else:
         for problem in problems:
             # repr: key names are agents' text, and must not write lines of their own.
             print(f"{problem.kind}: {problem.key!r} {problem.detail}")
-        print(f"{len(problems)} broken invariant(s) under {args.prefix}")
+        print(f"{len(problems)} broken invariant(s) under {target.prefix}")
     return EXIT_BROKEN if problems else 0

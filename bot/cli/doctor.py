@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -29,6 +29,7 @@ from bot.errors import ConfigError
 from bot.slack.gateway import make_client
 from bot.slack.scopes import BOT_SCOPES
 from bot.storage.connection import connect, redacted
+from bot.storage.diagnose import unreachable_reason
 from bot.storage.store import Store
 
 __all__ = ["Check", "add_parser", "run_checks"]
@@ -231,8 +232,9 @@ async def _redis(settings: Settings, limit_s: float) -> Check:
     try:
         await asyncio.wait_for(redis.ping(), timeout=limit_s)
         policy = await Store(redis, settings.prefix).eviction_policy()
-    except (RedisError, OSError, TimeoutError) as exc:
-        return Check("FAIL", what, f"cannot reach it ({type(exc).__name__}: {exc}): check REDIS_URL")
+    except (RedisError, RedisClusterException, OSError, TimeoutError) as exc:
+        reason = f"{type(exc).__name__}: {unreachable_reason(exc)}"
+        return Check("FAIL", what, f"cannot reach it ({reason}): check REDIS_URL")
     finally:
         await redis.aclose()
     if policy is None:

@@ -17,13 +17,10 @@ import time
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bot import results
-from bot.cli.ask import EXIT_REDIS
+from bot.cli.redis_args import RedisTarget, add_redis_args, run_with_redis
 from bot.durations import format_duration
-from bot.storage.connection import connect, redacted
 from bot.storage.store import AskStatus, Resolution, Store, iso_ms
 
 __all__ = ["add_parser"]
@@ -32,12 +29,7 @@ EXIT_NOT_FOUND = 1
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--redis", default=os.environ.get("REDIS_URL", "redis://localhost:6379/0"), help="Redis URL"
-    )
-    parser.add_argument(
-        "--prefix", default=os.environ.get("SLACK_ASK_PREFIX", "slack-ask"), help="key prefix"
-    )
+    add_redis_args(parser)
     parser.add_argument("--json", action="store_true", help="print exactly one JSON document")
 
 
@@ -64,19 +56,11 @@ def add_parser(sub: Any) -> None:
 
 
 def _run(command: Any, args: argparse.Namespace) -> int:
-    async def go() -> int:
-        redis = connect(args.redis, socket_connect_timeout=5)
-        try:
-            code: int = await command(Store(redis, args.prefix), redis, args)
-            return code
-        finally:
-            await redis.aclose()
+    async def go(redis: Redis, target: RedisTarget) -> int:
+        code: int = await command(Store(redis, target.prefix), redis, args)
+        return code
 
-    try:
-        return asyncio.run(go())
-    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-        print(f"slack-ask: cannot reach Redis at {redacted(args.redis)}: {exc}", file=sys.stderr)
-        return EXIT_REDIS
+    return run_with_redis(f"slack-ask {args.command}", args, go)
 
 
 def _age(created_at: str) -> str:
