@@ -13,6 +13,7 @@ Run it with ``slack-ask mcp`` or ``python -m bot.mcp_server``; settings come fro
 # and they refer to names local to build_server.
 import argparse
 import asyncio
+import importlib.metadata
 import os
 import re
 import sys
@@ -22,8 +23,11 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
-from pydantic import Field
+from pydantic import BaseModel, Field
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
+import bot
 from bot.cli.redis_args import redis_target
 from bot.client import (
     AskClient,
@@ -34,13 +38,28 @@ from bot.client import (
 )
 from contract.envelopes import ASK_ID_PATTERN, ResultEnvelope
 
-__all__ = ["DEFAULT_WAIT_S", "PENDING_TEXT", "add_parser", "build_server", "main", "serve"]
+__all__ = [
+    "DEFAULT_WAIT_S",
+    "PENDING_TEXT",
+    "UNKNOWN_HANDLE_TEXT",
+    "ToolOutput",
+    "add_parser",
+    "build_server",
+    "main",
+    "serve",
+    "server_version",
+]
 
 DEFAULT_WAIT_S = 25.0
 PENDING_TEXT = 'Still waiting for an answer. Call get_answer with handle "{handle}" later.'
+UNKNOWN_HANDLE_TEXT = (
+    "unknown handle {handle!r}: no ask with this id was sent (or its retention has ended). "
+    "Use the handle an earlier ask call returned."
+)
 # Results already handed out, so a get_answer repeated after a lost response still answers.
 _DELIVERED_MAX = 1000
 _MAX_WAIT_S = 3600.0
+_REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
 
 _OPTION_SCHEMA: dict[str, Any] = {
     "anyOf": [
@@ -86,6 +105,9 @@ _QUESTION_SCHEMA: dict[str, Any] = {
         "recommendedIndex": {"type": "integer", "minimum": 0},
         "multiple": {"type": "boolean"},
     },
+    # What a model should send; the aliases stay accepted (the contract decides), only not advertised
+    # as an alternative to the required names.
+    "required": ["question", "options"],
     "additionalProperties": True,
 }
 
@@ -143,7 +165,33 @@ def _schema(replacement: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
 
 
 def _optional(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"anyOf": [schema, {"type": "null"}], "default": None}
+    # The description on the property itself too: clients show a property's own description and
+    # seldom look inside anyOf.
+    wrapper: dict[str, Any] = {"anyOf": [schema, {"type": "null"}], "default": None}
+    if "description" in schema:
+        wrapper = {"description": schema["description"], **wrapper}
+    return wrapper
+
+
+class ToolOutput(BaseModel):
+    """The structured content of both tools (their ``outputSchema``)."""
+
+    handle: str = Field(description="the ask's id: pass it to get_answer")
+    status: Literal["pending", "done"] = Field(description="pending: nobody has answered yet")
+    outcome: Literal["answered", "cancelled", "timeout", "dismissed", "unavailable", "error"] | None = Field(
+        default=None, description="with status done: how the ask ended"
+    )
+    result: dict[str, Any] | None = Field(
+        default=None, description="with status done: the whole result envelope (protocol section 3)"
+    )
+
+
+def server_version() -> str:
+    """The installed package's version (what the MCP handshake reports as serverInfo.version)."""
+    try:
+        return importlib.metadata.version("slack-ask")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return bot.__version__
 
 
 def _default_wait_s() -> float:
@@ -191,8 +239,26 @@ def build_server(client: AskClient, *, default_wait_s: float = DEFAULT_WAIT_S) -
             "within wait_s, call get_answer with the returned handle later. Never assume an answer."
         ),
         log_level="WARNING",
+        version=server_version(),
     )
     delivered: OrderedDict[str, ResultEnvelope] = OrderedDict()
+    # Handles this server gave out: known even before a bot has taken the ask into its store.
+    issued: OrderedDict[str, None] = OrderedDict()
+
+    def issue(handle: str) -> None:
+        issued[handle] = None
+        while len(issued) > _DELIVERED_MAX:
+            issued.popitem(last=False)
+
+    async def known(handle: str) -> bool:
+        if handle in issued:
+            return True
+        # Lazy, as in the client: the store is the bot's module.
+        from bot.storage.store import Store
+
+        if await client.redis.exists(client.reply_list(handle)):
+            return True  # a result waits on its list (the store may have expired it already)
+        return await Store(client.redis, prefix=client.prefix).find(handle) is not None
 
     def remember(handle: str, result: ResultEnvelope) -> CallToolResult:
         delivered[handle] = result
@@ -250,7 +316,13 @@ def build_server(client: AskClient, *, default_wait_s: float = DEFAULT_WAIT_S) -
         ] = None,
         timeout_ms: Annotated[
             int | None,
-            Field(ge=0, description="deadline in milliseconds; 0 or omitted: the bot's default"),
+            Field(
+                ge=0,
+                description=(
+                    "how long the human has to answer, as a duration in milliseconds (not a timestamp): "
+                    "600000 is 10 minutes; 0 or omitted: the bot's default"
+                ),
+            ),
         ] = None,
         on_timeout: Annotated[
             Literal["cancel", "recommended", "error"] | None,
@@ -274,10 +346,14 @@ def build_server(client: AskClient, *, default_wait_s: float = DEFAULT_WAIT_S) -
             float | None,
             Field(
                 ge=0,
-                description=f"seconds to wait before returning a handle (default {default_wait_s:g})",
+                description=(
+                    f"seconds to wait for the answer before returning a handle (default {default_wait_s:g}). "
+                    "Keep it under your client's tool-call limit (many MCP clients give up on a call "
+                    "after about 60 s); call get_answer with the handle to wait longer."
+                ),
             ),
         ] = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, ToolOutput]:
         try:
             handle = await client.submit(
                 {"questions": questions},
@@ -292,6 +368,7 @@ def build_server(client: AskClient, *, default_wait_s: float = DEFAULT_WAIT_S) -
             return _failed(exc.message)
         except RedisUnavailableError as exc:
             return _failed(f"{exc}; the question was not sent.")
+        issue(handle)
         return await await_result(handle, bound(wait_s), stored=False)
 
     @server.tool(
@@ -304,13 +381,25 @@ def build_server(client: AskClient, *, default_wait_s: float = DEFAULT_WAIT_S) -
         handle: Annotated[str, Field(description="the handle an earlier ask returned")],
         wait_s: Annotated[
             float | None,
-            Field(ge=0, description=f"seconds to wait (default {default_wait_s:g})"),
+            Field(
+                ge=0,
+                description=(
+                    f"seconds to wait (default {default_wait_s:g}); keep it under your client's tool-call "
+                    "limit (often about 60 s) and call again while the status is pending"
+                ),
+            ),
         ] = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, ToolOutput]:
         if not re.fullmatch(ASK_ID_PATTERN, handle):
             return _failed(f"{handle!r} is not a handle returned by ask")
         if handle in delivered:
             return _answered(delivered[handle], handle)
+        try:
+            if not await known(handle):
+                # Waiting would say "Still waiting" for ever: nobody will ever answer an ask never sent.
+                return _failed(UNKNOWN_HANDLE_TEXT.format(handle=handle))
+        except _REDIS_DOWN as exc:
+            return _failed(f"Redis is unavailable: {exc}. Call get_answer again later.")
         return await await_result(handle, bound(wait_s), stored=True)
 
     return server

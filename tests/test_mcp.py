@@ -204,3 +204,74 @@ def test_the_mcp_docs_configure_the_server_as_it_runs() -> None:
         assert set(server["env"]) == {"REDIS_URL", "SLACK_ASK_PREFIX", "SLACK_ASK_MCP_WAIT_S"}
     assert "slack-ask -- slack-ask mcp" in doc
     assert PENDING_TEXT.format(handle="<ask_id>") in doc
+
+
+async def test_get_answer_with_a_handle_never_issued_is_an_error_saying_so(session: Session) -> None:
+    async with session() as s:
+        result = await s.call_tool("get_answer", {"handle": "01J0NEVER0ISSUED0000000000", "wait_s": 0})
+    assert result.is_error
+    assert text_of(result) == (
+        "Error: unknown handle '01J0NEVER0ISSUED0000000000': no ask with this id was sent (or its retention "
+        "has ended). Use the handle an earlier ask call returned."
+    )
+
+
+async def test_a_handle_from_an_earlier_server_still_answers(session: Session, bot: FakeBot) -> None:
+    async with session() as s:
+        first = await s.call_tool("ask", {"questions": QUESTIONS, "wait_s": 0})
+        assert first.structured_content is not None
+        handle = first.structured_content["handle"]
+    pushed = await bot.answer(await bot.next_ask())
+    async with session() as again:  # a new server process: it never issued the handle itself
+        answer = await again.call_tool("get_answer", {"handle": handle, "wait_s": 5})
+    assert not answer.is_error
+    assert text_of(answer) == pushed["text"]
+
+
+async def test_tool_descriptions_say_what_clients_need(session: Session) -> None:
+    async with session() as s:
+        tools = {tool.name: tool for tool in (await s.list_tools()).tools}
+    ask = tools["ask"].input_schema["properties"]
+    assert "duration in milliseconds" in ask["timeout_ms"]["description"]
+    assert {"question", "options"} <= set(ask["questions"]["items"]["required"])
+    # Clients read a property's own description, not the one inside anyOf[0].
+    assert ask["route"]["description"].startswith("Where to ask")
+    assert ask["responders"]["description"].startswith("Who may answer")
+    for schema in (ask["wait_s"], tools["get_answer"].input_schema["properties"]["wait_s"]):
+        assert "60 s" in schema["description"]
+
+
+async def test_both_tools_declare_an_output_schema_their_results_follow(
+    session: Session, bot: FakeBot
+) -> None:
+    async with session() as s:
+        tools = {tool.name: tool for tool in (await s.list_tools()).tools}
+        for name in ("ask", "get_answer"):
+            output = tools[name].output_schema
+            assert output is not None
+            assert output["required"] == ["handle", "status"]
+            assert set(output["properties"]) == {"handle", "status", "outcome", "result"}
+        # The client session validates structured content against the declared schema on every call.
+        pending = await s.call_tool("ask", {"questions": QUESTIONS, "wait_s": 0})
+        assert pending.structured_content is not None
+        handle = pending.structured_content["handle"]
+        await bot.answer(await bot.next_ask())
+        done = await s.call_tool("get_answer", {"handle": handle, "wait_s": 5})
+        assert done.structured_content is not None
+        assert done.structured_content["status"] == "done"
+        assert done.structured_content["outcome"] == "answered"
+
+
+async def test_the_server_reports_the_package_version(redis_url: str, prefix: str) -> None:
+    import importlib.metadata
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "bot.mcp_server"],
+        env={"REDIS_URL": redis_url, "SLACK_ASK_PREFIX": prefix},
+        cwd=str(ROOT),
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        init = await s.initialize()
+    assert init.server_info.name == "slack-ask"
+    assert init.server_info.version == importlib.metadata.version("slack-ask")
