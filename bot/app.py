@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
+from slack_bolt.middleware.authorization.async_single_team_authorization import AsyncSingleTeamAuthorization
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.engine import Engine
 from bot.ids import (
@@ -27,7 +30,7 @@ from bot.ids import (
 )
 from bot.slack.interactions import parse_block_action, parse_view_submission
 
-__all__ = ["build_app", "find_ask_ref"]
+__all__ = ["build_app", "find_ask_ref", "prime_authorization"]
 
 log = logging.getLogger(__name__)
 
@@ -141,4 +144,26 @@ def build_app(
 
     app.event("channel_archive")(archived)
     app.event("group_archive")(archived)
+    prime_authorization(app, client, engine.slack.identity)
     return app
+
+
+def prime_authorization(app: AsyncApp, client: AsyncWebClient, auth_test: Mapping[str, Any] | None) -> None:
+    """Hand Bolt the ``auth.test`` answer the bot got at start. Bolt's single-workspace authorization
+    otherwise calls ``auth.test`` on every request until one has answered, so a burst of first clicks
+    (100 people at once after a restart) is a burst of ``auth.test`` calls, and Slack's 429s turn some of
+    them into "authorization failed" answers."""
+    if not auth_test:
+        return
+    answer = AsyncSlackResponse(
+        client=client,
+        http_verb="POST",
+        api_url=f"{client.base_url}auth.test",
+        req_args={},
+        data=dict(auth_test),
+        headers={},
+        status_code=200,
+    )
+    for middleware in app._async_middleware_list:  # Bolt offers no public way in
+        if isinstance(middleware, AsyncSingleTeamAuthorization) and middleware.auth_test_result is None:
+            middleware.auth_test_result = answer

@@ -100,6 +100,8 @@ class SlackGateway:
         self.pacer = pacer or Pacer(None)
         self.workspace_url: str | None = None
         """``https://<team>.slack.com/``, from ``auth.test`` at start: permalinks need no call."""
+        self.identity: Mapping[str, Any] | None = None
+        """The whole ``auth.test`` answer (Bolt's authorization reuses it)."""
         self._groups: dict[str, tuple[float, frozenset[str]]] = {}
         self._bot_user_id: str | None = None
 
@@ -248,6 +250,7 @@ class SlackGateway:
                 raise SlackAuthError("SLACK_APP_TOKEN", exc.code) from None
 
     def _identity(self, data: Mapping[str, Any]) -> None:
+        self.identity = data
         self._bot_user_id = str(data.get("user_id") or "") or None
         url = str(data.get("url") or "")
         self.workspace_url = url if url.startswith(("https://", "http://")) else None

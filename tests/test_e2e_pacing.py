@@ -1,0 +1,152 @@
+"""End to end under Slack's real rate limits (the fake enforces them, sped up): the bot paces itself
+through token buckets shared in Redis, so replicas together stay within a method's tier, a burst of
+clicks is acked at once and cleaned up at Slack's pace, and a busy channel holds no other back (issue 12)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+from redis.asyncio import Redis
+
+from bot.playground import FakeSlack
+from bot.storage.keys import Keys, slot_tag
+from tests.harness import SIGNING_SECRET, Harness, interactive_elements
+
+SPEEDUP = 10
+DEPLOY = {"id": "deploy", "question": "Deploy?", "options": ["Yes", "No"]}
+PEOPLE = ["U0ALICE", "U0BOB", "U0CAROL"]
+
+
+@pytest.fixture
+async def limited(redis: Redis, redis_url: str, prefix: str) -> AsyncIterator[Harness]:
+    """A fake Slack enforcing Slack's limits at ``SPEEDUP`` and one replica pacing at the same speed."""
+    fake = FakeSlack.with_demo_workspace(signing_secret=SIGNING_SECRET, rate_limits=True, speedup=SPEEDUP)
+    await fake.start()
+    h = Harness(fake=fake, redis=redis, redis_url=redis_url, prefix=prefix, overrides={"pace_scale": SPEEDUP})
+    try:
+        await h.start_replica()
+        yield h
+        await h.verify(timeout=30)
+    finally:
+        await h.stop()
+        await fake.stop()
+
+
+def channels(h: Harness, count: int, tag: str = "P") -> list[str]:
+    ids = [f"C0{tag}{i:02d}" for i in range(count)]
+    for channel in ids:
+        h.fake.add_channel(channel, channel.lower(), members=PEOPLE)
+    return ids
+
+
+async def send_many(h: Harness, routes: list[str]) -> list[dict[str, object]]:
+    envs = [
+        h.envelope(DEPLOY, route={"channel": channel}, ask_id=f"ask-{uuid.uuid4().hex[:10]}")
+        for channel in routes
+    ]
+    async with h.redis.pipeline(transaction=False) as pipe:
+        for env in envs:
+            pipe.xadd(f"{h.prefix}:asks", {"ask": json.dumps(env)})
+        await pipe.execute()
+    return envs
+
+
+def limited_calls(h: Harness) -> dict[str, int]:
+    limited = {method: n for method, n in h.fake.limits.limited.items() if n}
+    limited.update({f"chat.postMessage in {c}": n for c, n in h.fake.limits.limited_channels.items() if n})
+    return limited
+
+
+async def test_two_replicas_together_stay_within_the_post_and_update_limits(limited: Harness) -> None:
+    h = limited
+    first = h.replicas[0]
+    second = await h.start_replica()
+    routes = [channel for channel in channels(h, 20) for _ in range(3)]
+    envs = await send_many(h, routes)
+    posted = await h.fake.wait_for(
+        lambda: (
+            [m for c in set(routes) for m in h.fake.messages(c)]
+            if sum(len(h.fake.messages(c)) for c in set(routes)) == len(routes)
+            else None
+        ),
+        timeout=30,
+        what="every ask posted",
+    )
+    # Both replicas took asks from the stream: the limits held for the two of them together.
+    keys = Keys(h.prefix)
+    owners = set()
+    for env in envs:
+        ask = keys.for_ask(slot_tag(str(env["reply_to"])), str(env["ask_id"])).ask
+        owners.add((await h.redis.hget(ask, "owner") or b"").decode())
+    assert {first.engine.consumer, second.engine.consumer} <= owners
+    # Half the clicks reach each replica, so both end messages at once, from the same chat.update bucket.
+    half = len(posted) // 2
+    for replica, batch in ((first, posted[:half]), (second, posted[half:])):
+        h.fake.events_url = f"http://127.0.0.1:{replica.port}/slack/events"
+        responses = await asyncio.gather(
+            *(h.fake.click("U0ALICE", m.channel, m.ts, "slack_ask:choose:0") for m in batch)
+        )
+        assert all(r.status == 200 for r in responses)
+    for env in envs:
+        assert (await h.result(str(env["reply_to"]), timeout=30))["outcome"] == "answered"
+    for message in posted:
+        await h.ended(message.channel, message.ts, timeout=30)
+    assert limited_calls(h) == {}, h.fake.limits.stats()
+
+
+async def test_a_burst_of_a_hundred_clicks_is_acked_in_time_and_every_message_ends(limited: Harness) -> None:
+    h = limited
+    routes = [channel for channel in channels(h, 10) for _ in range(10)]
+    envs = await send_many(h, routes)
+    posted = await h.fake.wait_for(
+        lambda: (
+            [m for c in sorted(set(routes)) for m in h.fake.messages(c)]
+            if sum(len(h.fake.messages(c)) for c in set(routes)) == len(routes)
+            else None
+        ),
+        timeout=30,
+        what="every ask posted",
+    )
+    responses = await asyncio.gather(
+        *(h.fake.click(PEOPLE[i % 3], m.channel, m.ts, "slack_ask:choose:1") for i, m in enumerate(posted))
+    )
+    assert [r.status for r in responses] == [200] * len(posted), [
+        r.error for r in responses if r.status != 200
+    ]
+    for env in envs:
+        assert (await h.result(str(env["reply_to"]), timeout=30))["outcome"] == "answered"
+    for message in posted:
+        ended = await h.ended(message.channel, message.ts, timeout=30)
+        assert interactive_elements(ended.blocks) == []
+    assert limited_calls(h) == {}, h.fake.limits.stats()
+
+
+async def test_a_busy_channel_holds_back_no_ask_to_another_channel(limited: Harness) -> None:
+    h = limited
+    [busy] = channels(h, 1, tag="BUSY")
+    quiet = channels(h, 2, tag="Q")
+    # More busy asks than intake has slots (32): parked in them, they would hold every other ask back.
+    sent = time.monotonic()
+    await send_many(h, [busy] * 60)
+    await send_many(h, [channel for channel in quiet for _ in range(3)])
+
+    def quiet_done() -> bool:
+        return all(len(h.fake.messages(channel)) == 3 for channel in quiet)
+
+    await h.fake.wait_for(quiet_done, timeout=30, what="the quiet channels' asks")
+    quiet_s = time.monotonic() - sent
+    busy_then = len(h.fake.messages(busy))
+    # The busy channel drains at Slack's pace (10 posts a second at this speed-up): 60 take about 6 s.
+    assert busy_then < 60, f"the quiet asks waited for the whole busy channel ({quiet_s:.2f} s)"
+    assert quiet_s < 1.5
+    await h.fake.wait_for(lambda: len(h.fake.messages(busy)) == 60, timeout=30, what="the busy channel")
+    assert limited_calls(h) == {}, h.fake.limits.stats()
+    # Clean up: end every ask so the invariant check finds nothing pending.
+    for channel in [busy, *quiet]:
+        for message in h.fake.messages(channel):
+            await h.fake.click("U0ALICE", channel, message.ts, "slack_ask:choose:0")
