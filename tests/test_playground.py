@@ -289,7 +289,7 @@ async def test_a_bad_ask_is_refused_beside_the_form_and_never_sent(
 async def test_an_envelope_from_the_page_keeps_its_fields_and_its_reply_list_is_watched(
     page: PageClient, playground: Playground
 ) -> None:
-    reply_to = f"{playground.prefix}:agent-7"
+    reply_to = f"{playground.prefix}:reply:agent-7"  # under P:, only P:reply: is for agents
     envelope = {
         "v": 1,
         "ask_id": "page-envelope-1",
@@ -305,6 +305,8 @@ async def test_an_envelope_from_the_page_keeps_its_fields_and_its_reply_list_is_
         "ui/click",
         {"user": "U0BOB", "channel": "D0BOB", "ts": message["ts"], "action_id": "slack_ask:decline"},
     )
+    view = await page.open_view("U0BOB")  # Decline opens its small modal; its reason is optional
+    await page.post("ui/submit", {"user": "U0BOB", "view_id": view["id"], "values": {}})
     result = await page.result("page-envelope-1")
     assert result["outcome"] == "cancelled" and result["_list"] == reply_to
     assert reply_to in (await page.get("ui/results"))["lists"]
@@ -439,3 +441,53 @@ async def test_slack_ask_demo_serves_the_page_answers_the_sample_and_stops_on_ct
     output = "".join(lines) + rest.decode()
     assert process.returncode == 0, output
     assert "Stopping..." in output and "Traceback" not in output
+
+
+async def test_the_form_sends_an_approval_ask_and_the_message_shows_the_tally(
+    page: PageClient, playground: Playground
+) -> None:
+    request = {"questions": [{"id": "deploy", "question": "Deploy v2?", "options": ["Approve", "Reject"]}]}
+    sent = await page.ask(request, channel="C0DEPLOY", approvals=2, veto="1", requester="carol@example.com")
+    entries = await playground.redis.xrange(f"{playground.prefix}:asks")
+    envelope = json.loads(entries[-1][1][b"ask"])
+    assert envelope["approval"] == {"count": 2, "veto": [1]}
+    assert envelope["requester"] == {"user": "carol@example.com"}
+    [message] = await page.posted()
+    await page.post(
+        "ui/click",
+        {"user": "U0ALICE", "channel": "C0DEPLOY", "ts": message["ts"], "action_id": "slack_ask:choose:0"},
+    )
+
+    async def tally() -> str | None:
+        [current] = await page.posted()
+        text = json.dumps(current["blocks"], ensure_ascii=False)
+        return text if "*Approve*: 1 of 2 · alice" in text else None
+
+    await eventually(tally, "the tally on the message")
+    await page.post(
+        "ui/click",
+        {"user": "U0BOB", "channel": "C0DEPLOY", "ts": message["ts"], "action_id": "slack_ask:choose:0"},
+    )
+    result = await page.result(sent["ask_id"])
+    assert result["outcome"] == "answered" and [v["user"]["id"] for v in result["votes"]] == [
+        "U0ALICE",
+        "U0BOB",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        ({"veto": "1"}, "a veto needs approvals"),
+        ({"approvals": 2, "veto": "Reject"}, "is not an option index"),
+        ({"approvals": 2, "veto": "7"}, "approval.veto: 7 is not an option"),
+        ({"approvals": 1}, "approval.count"),
+    ],
+)
+async def test_a_broken_approval_is_refused_beside_the_form(
+    page: PageClient, playground: Playground, fields: dict[str, Any], error: str
+) -> None:
+    request = {"questions": [{"id": "deploy", "question": "Deploy v2?", "options": ["Approve", "Reject"]}]}
+    refused = await page.post("ui/ask", {"text": json.dumps(request), **fields}, status=400)
+    assert error in refused["error"]
+    assert await playground.redis.xlen(f"{playground.prefix}:asks") == 0

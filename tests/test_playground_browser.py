@@ -334,23 +334,26 @@ async def test_a_bad_ask_in_the_form_is_explained_and_not_sent(page: Page, playg
     assert await playground.redis.xlen(f"{playground.prefix}:asks") == 0
 
 
-async def test_decline_asks_for_confirmation_before_it_ends_the_ask(
+async def test_decline_opens_a_modal_whose_reason_is_optional_before_it_ends_the_ask(
     page: Page, playground: Playground
 ) -> None:
     [deploy_id, _] = await playground.send_samples()
     ask = message(page, "Deploy build 1.4.2")
     await ask.get_by_role("button", name="Decline").click()
-    confirm = page.get_by_role("alertdialog", name="Decline to answer?")
-    await confirm.get_by_role("button", name="Go back").click()
-    await confirm.wait_for(state="detached")
+    modal = page.get_by_role("dialog", name="Decline to answer?")
+    await modal.get_by_role("button", name="Cancel").click()
+    await modal.wait_for(state="detached")
     assert await results_on_queue(playground) == []
 
     await ask.get_by_role("button", name="Decline").click()
-    await confirm.get_by_role("button", name="Decline").click()
+    await modal.get_by_label("Reason (optional)").fill("Freeze until Monday")
+    await modal.get_by_role("button", name="Decline").click()
     await page.locator(f'.result[data-ask-id="{deploy_id}"][data-outcome="cancelled"]').wait_for()
     await ask.get_by_text("Declined by").wait_for()
+    await ask.get_by_text("Freeze until Monday").wait_for()
     [result] = await results_on_queue(playground)
     assert result["outcome"] == "cancelled" and result["responder"]["id"] == "U0ALICE"
+    assert {a["note"] for a in result["answers"]} == {"Freeze until Monday"}
 
 
 async def test_mrkdwn_renders_as_slack_shows_it_and_never_as_markup(
@@ -434,3 +437,34 @@ async def test_long_option_lists_become_selects_and_multi_selects(page: Page, pl
     await page.locator(f'.result[data-ask-id="{envelope["ask_id"]}"]').wait_for()
     [result] = await results_on_queue(playground)
     assert [a["selected"] for a in result["answers"]] == [[10], [1, 11]]
+
+
+async def test_an_approval_sent_from_the_form_shows_its_tally_and_refuses_the_requester(
+    page: Page, playground: Playground
+) -> None:
+    form = page.locator("#ask-form")
+    await form.get_by_role("button", name="Approval").click()
+    assert await form.get_by_label("Approvals needed").input_value() == "2"
+    await form.get_by_label("Requester").select_option("carol@example.com")
+    await form.get_by_label("Post to").select_option("C0DEPLOY")
+    await form.get_by_role("button", name="Send ask").click()
+    await form.locator("#ask-ok", has_text="Sent").wait_for()
+
+    ask = message(page, "Deploy v2 to production?")
+    await ask.get_by_text("0 of 2").first.wait_for()
+    await ask.get_by_role("button", name="Approve").click()  # Alice, the page's first person
+    await ask.get_by_text("1 of 2 · alice").wait_for()
+    assert await ask.get_by_role("button", name="Approve").count() == 1  # the buttons stay
+
+    await page.get_by_label("Acting as").select_option("U0CAROL")
+    await ask.get_by_role("button", name="Approve").click()
+    note = page.locator("#messages li.msg.ephemeral", has_text="cannot vote")
+    await note.wait_for()
+    assert await results_on_queue(playground) == []
+
+    await page.get_by_label("Acting as").select_option("U0BOB")
+    await ask.get_by_role("button", name="Approve").click()
+    await ask.get_by_text("bob: Approve").wait_for()
+    [result] = await results_on_queue(playground)
+    assert result["outcome"] == "answered" and result["responder"]["id"] == "U0BOB"
+    assert [v["user"]["id"] for v in result["votes"]] == ["U0ALICE", "U0BOB"]

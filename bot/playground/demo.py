@@ -29,11 +29,13 @@ from typing import Any, Final
 from redis.asyncio import Redis
 
 from bot.config import Settings
+from bot.playground import asks
 from bot.playground.fakeslack import FakeSlack
 from bot.playground.page import PlaygroundPage
 from bot.runtime import BotRuntime
 from bot.storage.connection import connect
 from bot.storage.embedded import EmbeddedRedis, start_embedded_redis
+from bot.storage.store import Store
 
 __all__ = ["DEFAULT_CHANNEL", "DEFAULT_PORT", "Playground", "PortInUseError", "sample_asks"]
 
@@ -126,12 +128,14 @@ class Playground:
         self.requested_port = port
         self.default_channel = default_channel
         self.signing_secret = secrets.token_hex(16)  # fresh per run: only this fake can sign for this bot
-        self.reply_to = f"{prefix}:demo-replies"  # every ask sent from the playground answers here
+        # Every ask sent from the playground answers here; under P:, only P:reply: is the agents' (section 1).
+        self.reply_to = f"{prefix}:reply:demo"
         self.fake = FakeSlack.with_demo_workspace(
             signing_secret=self.signing_secret, rate_limits=rate_limits, speedup=speedup
         )
         self.page = PlaygroundPage(self)
         self.page.install(self.fake.app)
+        asks.install(self.fake.app, self)  # pending asks and Withdraw
         self._redis_url = redis_url
         self._extra_settings = dict(settings or {})
         self.embedded: EmbeddedRedis | None = None
@@ -239,6 +243,11 @@ class Playground:
         return self._redis
 
     @property
+    def store(self) -> Store:
+        """The bot's store under the playground's prefix (read by the pending list and results)."""
+        return Store(self.redis, self.prefix)
+
+    @property
     def runtime(self) -> BotRuntime:
         if self._runtime is None:
             msg = "the playground is not started"
@@ -292,5 +301,11 @@ class Playground:
                     item = json.loads(raw)
                     if isinstance(item, dict):
                         found.append((str(item.get("resolved_at") or ""), index, {**item, "_list": reply_to}))
+        # And every ended ask's result in the store: asks sent from elsewhere (slack-ask ask, an agent)
+        # answer on lists of their own, which their sender empties when it takes the result.
+        on_lists = {str(item.get("ask_id")) for _, _, item in found}
+        for item in await asks.stored_results(self.store):
+            if str(item.get("ask_id")) not in on_lists:
+                found.append((str(item.get("resolved_at") or ""), -1, item))
         found.sort(key=lambda entry: (entry[0], entry[1]), reverse=True)
         return [item for _, _, item in found[:MAX_RESULTS]]

@@ -33,7 +33,13 @@ from bot.playground import payloads
 from bot.playground.errors import FakeSlackError
 from bot.playground.fakeslack import BotResponse, FakeSlack
 from bot.playground.state import JSON, Message
-from contract import ContractError, EnvelopeError, normalize_ask_request, normalize_rich_form
+from contract import (
+    ContractError,
+    EnvelopeError,
+    approval_problem,
+    normalize_ask_request,
+    normalize_rich_form,
+)
 from contract.envelopes import parse_ask_envelope
 
 __all__ = ["STATIC_DIR", "PlaygroundHost", "PlaygroundPage", "prepare_ask"]
@@ -71,6 +77,10 @@ def prepare_ask(
     channel: str | None = None,
     responders: list[str] | None = None,
     timeout_ms: int | None = None,
+    on_timeout: str | None = None,
+    approvals: int | None = None,
+    veto: str | None = None,
+    requester: str | None = None,
 ) -> dict[str, Any]:
     """The envelope to send for the JSON `text` typed in the page, or `BadRequest` saying what is wrong.
 
@@ -98,6 +108,21 @@ def prepare_ask(
         fields.setdefault("responders", {"users": users, "usergroups": groups})
     if timeout_ms:
         fields.setdefault("timeout_ms", timeout_ms)
+    if on_timeout:
+        fields.setdefault("on_timeout", on_timeout)
+    if approvals:
+        approval: dict[str, Any] = {"count": approvals}
+        if veto:
+            if not veto.isdigit():
+                msg = f"Veto option: {veto!r} is not an option index (0, 1, ...)"
+                raise BadRequest(msg)
+            approval["veto"] = [int(veto)]
+        fields.setdefault("approval", approval)
+    elif veto:
+        msg = "Veto option: a veto needs approvals (choose how many people must agree)"
+        raise BadRequest(msg)
+    if requester:
+        fields.setdefault("requester", {}).setdefault("user", requester)
     envelope = host.envelope(fields)
     try:
         parsed = parse_ask_envelope(json.dumps(envelope))
@@ -110,6 +135,16 @@ def prepare_ask(
     except ContractError as exc:
         msg = f"Request ({parsed.format}): {exc}"
         raise BadRequest(msg) from None
+    if parsed.approval is not None:
+        problem = approval_problem(
+            parsed.approval,
+            format=parsed.format,
+            request=normalize_ask_request(envelope["request"]),
+            on_timeout=parsed.on_timeout,
+        )
+        if problem is not None:
+            msg = f"Envelope: {problem} (invalid_envelope)"
+            raise BadRequest(msg)
     return envelope
 
 
@@ -401,6 +436,7 @@ class PlaygroundPage:
             msg = "Write the ask as JSON first"
             raise BadRequest(msg)
         timeout = body.get("timeout_ms")
+        approvals = body.get("approvals")
         envelope = prepare_ask(
             text,
             host=self.host,
@@ -408,6 +444,10 @@ class PlaygroundPage:
             channel=_optional(body, "channel"),
             responders=_strings(body, "responders"),
             timeout_ms=timeout if isinstance(timeout, int) and not isinstance(timeout, bool) else None,
+            on_timeout=_optional(body, "on_timeout"),
+            approvals=approvals if isinstance(approvals, int) and not isinstance(approvals, bool) else None,
+            veto=_optional(body, "veto"),
+            requester=_optional(body, "requester"),
         )
         entry = await self.host.send_ask(envelope)
         return web.json_response(

@@ -1123,6 +1123,14 @@
       ...(S.state?.usergroups || []).map((g) => h("option", { value: g.id }, `only @${g.handle}`)),
     );
     responders.value = keepWho;
+    const requester = $("ask-requester");
+    const keepRequester = requester.value;
+    requester.replaceChildren(
+      h("option", { value: "" }, "nobody named"),
+      // By e-mail where the person has one, as an agent would name whom it acts for.
+      ...people().map((u) => h("option", { value: u.email || u.id }, `${u.name} (may not vote on an approval)`)),
+    );
+    requester.value = keepRequester;
   }
 
   function renderAll() {
@@ -1220,6 +1228,12 @@
         ],
       },
     },
+    approval: {
+      format: "pi-question",
+      json: { questions: [{ id: "deploy", question: "Deploy v2 to production?", options: ["Approve", "Reject"], allowCustom: false }] },
+      approvals: "2",
+      veto: "1",
+    },
     envelope: {
       format: "pi-question",
       json: {
@@ -1243,6 +1257,8 @@
     if (name === "envelope") json.ask_id = `my-own-ask-${Date.now().toString(36)}`;
     $("ask-json").value = JSON.stringify(json, null, 2);
     $("ask-format").value = example.format;
+    $("ask-approvals").value = example.approvals || "";
+    $("ask-veto").value = example.veto || "";
     $("ask-error").textContent = "";
     $("ask-ok").textContent = "";
   }
@@ -1263,6 +1279,9 @@
       channel: $("ask-route").value || null,
       responders: responders ? [responders] : null,
       timeout_ms: timeout ? Number(timeout) : null,
+      approvals: $("ask-approvals").value ? Number($("ask-approvals").value) : null,
+      veto: $("ask-veto").value.trim() || null,
+      requester: $("ask-requester").value || null,
     };
     let data;
     try {
