@@ -214,6 +214,10 @@ class Intake:
                     self.consumer, min_idle_ms=max(self.reclaim_idle_ms, self.block_ms * 5)
                 )
             except Exception as exc:
+                if isinstance(exc, RedisError) and "NOGROUP" in str(exc):
+                    with contextlib.suppress(RedisError):
+                        await self.store.ensure_group()  # the stream was deleted: it comes back empty
+                    continue
                 delay = self.reclaim_health.failed(exc)
                 log_failure(log, "reclaim", exc, retry_s=delay)
                 await sleep_or_stop(stop, delay)
