@@ -31,6 +31,7 @@ pytest: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_bot
 	$(BIN)/python -m benchmarks.bench_sweeper
+	$(BIN)/python -m benchmarks.bench_fairness
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
