@@ -468,3 +468,124 @@ async def test_an_approval_sent_from_the_form_shows_its_tally_and_refuses_the_re
     [result] = await results_on_queue(playground)
     assert result["outcome"] == "answered" and result["responder"]["id"] == "U0BOB"
     assert [v["user"]["id"] for v in result["votes"]] == ["U0ALICE", "U0BOB"]
+
+
+async def test_pending_asks_count_down_and_withdraw_sends_the_agents_cancel(
+    page: Page, playground: Playground
+) -> None:
+    # A restricted ask with a deadline under a minute and its own on_timeout, all chosen in the form.
+    form = page.locator("#ask-form")
+    await form.get_by_role("button", name="One click").click()
+    await form.get_by_label("Who may answer").select_option("U0BOB")
+    await form.get_by_label("Deadline", exact=True).select_option("30000")
+    await form.get_by_label("At the deadline").select_option("recommended")
+    await form.get_by_role("button", name="Send ask").click()
+    confirmation = form.locator("#ask-ok", has_text="Sent")
+    await confirmation.wait_for()
+    ask_id = (await confirmation.inner_text()).split()[1].rstrip(";")
+
+    item = page.locator(f'#pending .pending-ask[data-ask-id="{ask_id}"]')
+    await item.wait_for()
+    assert "Ship hotfix 1.4.3 now?" in await item.inner_text()
+    await item.get_by_text("Only bob may answer").wait_for()
+    await item.get_by_text("at the deadline: use the recommended option", exact=False).wait_for()
+    countdown = item.locator(".countdown")
+    first = await countdown.inner_text()
+    assert first.endswith("s left") and int(first.split("s")[0]) <= 30, first
+    # It counts down (the next whole second comes within ~1 s; polled, not slept).
+    await page.wait_for_function(
+        "([el, first]) => el.textContent !== first", arg=[await countdown.element_handle(), first]
+    )
+    loaded = await playground.store.find(ask_id)
+    assert loaded is not None and loaded.record.on_timeout == "recommended"
+    assert loaded.record.deadline_ms is not None
+    assert loaded.record.deadline_ms - loaded.record.created_ms == 30_000
+    await page.screenshot(path=shot("pending-countdown"))
+
+    await item.get_by_role("button", name=f"Withdraw {ask_id}").click()
+    card = page.locator(f'.result[data-ask-id="{ask_id}"]')
+    await card.wait_for()
+    assert await card.get_attribute("data-outcome") == "cancelled"
+    await item.wait_for(state="detached")
+    await page.locator('#messages > li.msg:has-text("Ship hotfix 1.4.3 now?"):has-text("withdr")').wait_for()
+    # The agent's cancel, not a person's Decline: no responder, on the ask's own reply list.
+    [result] = await results_on_queue(playground)
+    assert result["ask_id"] == ask_id and result["outcome"] == "cancelled"
+    assert result["responder"] is None
+    assert await page.locator("#pending-empty").is_visible()
+
+
+async def test_an_ask_sent_with_the_cli_shows_in_the_pending_list_and_its_result_in_the_panel(
+    page: Page, playground: Playground
+) -> None:
+    import asyncio
+
+    cli = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "ask",
+        "--redis",
+        playground.redis_url,
+        "--prefix",
+        playground.prefix,
+        "--channel",
+        "C0DEPLOY",
+        "Restart the queue workers?",
+        "--option",
+        "Restart",
+        "--option",
+        "Leave them",
+        "--timeout",
+        "10m",
+        "--json",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        item = page.locator("#pending .pending-ask", has_text="Restart the queue workers?")
+        await item.wait_for()
+        await message(page, "Restart the queue workers?").get_by_role("button", name="Restart").click()
+        out, err = await asyncio.wait_for(cli.communicate(), timeout=30)
+    finally:
+        if cli.returncode is None:
+            cli.kill()
+            await cli.wait()
+    assert cli.returncode == 0, err
+    result = json.loads(out)
+    # The command took its result off its own list (P:reply:<ask_id>); the panel still shows it.
+    assert await playground.redis.llen(f"{playground.prefix}:reply:{result['ask_id']}") == 0
+    card = page.locator(f'.result[data-ask-id="{result["ask_id"]}"]')
+    await card.wait_for()
+    assert await card.get_attribute("data-outcome") == "answered"
+    assert result["text"] in await card.inner_text()
+    await item.wait_for(state="detached")
+
+
+async def test_at_1024_px_wide_nothing_overflows_the_page_or_its_columns(
+    page: Page, playground: Playground
+) -> None:
+    await page.set_viewport_size({"width": 1024, "height": 768})
+    await playground.send_samples()
+    await page.locator("#pending .pending-ask").nth(1).wait_for()
+    await message(page, "Roll it back?").get_by_role("button", name="Roll back").wait_for()
+    await page.screenshot(path=shot("width-1024"))
+    assert await page.evaluate("document.documentElement.scrollWidth") <= 1024
+    # Each of the three columns keeps its content inside it (a select wider than the side panel
+    # would be cut off there, not widen the page).
+    outside = await page.evaluate(
+        """() => [...document.querySelectorAll('.layout > *')].flatMap((column) => {
+            const edge = column.getBoundingClientRect().right;
+            return [...column.querySelectorAll('*')]
+              .filter((el) => {
+                const box = el.getBoundingClientRect();
+                return box.width > 0 && box.right > edge + 1;
+              })
+              .map((el) => `${el.tagName}#${el.id}.${el.className}`);
+        })"""
+    )
+    assert outside == []
+    columns = await page.evaluate(
+        "[...document.querySelectorAll('.layout > *')].map((c) => Math.round(c.getBoundingClientRect().top))"
+    )
+    assert len(set(columns)) == 1, "the conversation and the agent's side sit side by side at 1024 px"

@@ -1191,7 +1191,7 @@
           $("results-announce").textContent = `New result: ${r.outcome} for ${r.ask_id}`;
         }
       }
-      $("results-lists").textContent = `Reading ${(data.lists || []).join(", ")} (LRANGE, nothing is taken off).`;
+      $("results-lists").textContent = `Reading ${(data.lists || []).join(", ")} (LRANGE, nothing is taken off) and the bot's store, for asks sent from anywhere else.`;
     } catch (_) {
       // The connection indicator already says the server is gone.
     }
@@ -1279,6 +1279,7 @@
       channel: $("ask-route").value || null,
       responders: responders ? [responders] : null,
       timeout_ms: timeout ? Number(timeout) : null,
+      on_timeout: $("ask-on-timeout").value || null,
       approvals: $("ask-approvals").value ? Number($("ask-approvals").value) : null,
       veto: $("ask-veto").value.trim() || null,
       requester: $("ask-requester").value || null,
