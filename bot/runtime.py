@@ -124,6 +124,13 @@ class BotRuntime:
             # Not a refusal: Slack is down or slow. The bot starts anyway and retries as it works;
             # permalinks are left out of results until auth.test answers.
             log.warning("could not check the tokens with Slack yet: %s", exc)
+        # The bot posts in public channels it was not invited to (chat:write.public) without joining
+        # them; Slack tells an app about deletes and archives only where it is a member.
+        log.info(
+            "asks posted in public channels the bot is not a member of are not dismissed when their "
+            "message is deleted or the channel archived (Slack sends no event there); invite the bot "
+            "(/invite @slack-ask) to the channels it posts in"
+        )
         self._tasks = [
             asyncio.create_task(self.intake.run(self._stop), name="intake"),
             asyncio.create_task(self.sweeper.run(self._stop), name="sweeper"),
