@@ -155,3 +155,19 @@ def test_each_malformed_url_gets_its_own_reason_and_never_the_password(url: str,
 )
 def test_the_urls_the_bot_documents_pass(url: str) -> None:
     assert url_problem(url) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("localhost:6379", "setting REDIS_URL: needs a scheme"),
+        (
+            "redis+cluster://127.0.0.1:{port}",
+            "setting REDIS_URL: cannot reach Redis at redis+cluster://127.0.0.1:",
+        ),
+    ],
+)
+def test_the_demo_says_in_one_line_when_redis_url_is_unusable(url: str, said: str) -> None:
+    done = _run(["demo", "--port", "0", "--no-sample"], {"REDIS_URL": url.format(port=_free_port())})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert said in _one_line(done.stderr)

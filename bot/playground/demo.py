@@ -29,11 +29,13 @@ from typing import Any, Final
 from redis.asyncio import Redis
 
 from bot.config import Settings
+from bot.errors import ConfigError
 from bot.playground import asks
 from bot.playground.fakeslack import FakeSlack
 from bot.playground.page import PlaygroundPage
 from bot.runtime import BotRuntime
-from bot.storage.connection import connect
+from bot.storage.connection import connect, redacted
+from bot.storage.diagnose import is_unreachable, unreachable_reason, url_problem
 from bot.storage.embedded import EmbeddedRedis, start_embedded_redis
 from bot.storage.store import Store
 
@@ -160,12 +162,23 @@ class Playground:
                     if self.embedded.kind != "fakeredis"
                     else "fakeredis (no redis-server installed)"
                 )
+            if (problem := url_problem(self._redis_url)) is not None:
+                raise ConfigError(f"setting REDIS_URL: {problem}")
             # The same connector as the bot, so redis+cluster:// and redis+sentinel:// work here too.
             self._redis = connect(self._redis_url)
             await self._start_fake()
             runtime = BotRuntime(self._settings(), intake_block_ms=500)
             self._runtime = runtime
-            await runtime.start()
+            try:
+                await runtime.start()
+            except Exception as exc:
+                if not is_unreachable(exc):
+                    raise
+                # One line for `slack-ask demo` (it prints ConfigError), not a traceback.
+                where = redacted(self._redis_url)
+                raise ConfigError(
+                    f"setting REDIS_URL: cannot reach Redis at {where}: {unreachable_reason(exc)}"
+                ) from None
             bot_port = await runtime.serve_http("127.0.0.1", 0)
             self.fake.events_url = f"http://127.0.0.1:{bot_port}/slack/events"
         except BaseException:
