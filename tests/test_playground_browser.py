@@ -488,6 +488,10 @@ async def test_pending_asks_count_down_and_withdraw_sends_the_agents_cancel(
     await item.wait_for()
     assert "Ship hotfix 1.4.3 now?" in await item.inner_text()
     await item.get_by_text("Only bob may answer").wait_for()
+    # Slack shows nobody who may answer; the playground says it under the ask's message too.
+    await (
+        message(page, "Ship hotfix 1.4.3 now?").locator(".msg-who", has_text="Only bob may answer").wait_for()
+    )
     await item.get_by_text("at the deadline: use the recommended option", exact=False).wait_for()
     countdown = item.locator(".countdown")
     first = await countdown.inner_text()

@@ -90,6 +90,8 @@ def _summary(loaded: LoadedAsk) -> dict[str, Any]:
         if responders is None or not (responders.users or responders.usergroups)
         else {"users": list(responders.users), "usergroups": list(responders.usergroups)},
         "approval": None if rec.approval is None else rec.approval.count,
+        # Where it was posted, so the page can say on those messages who may answer (Slack does not).
+        "messages": [{"channel": m.channel, "ts": m.ts} for m in loaded.messages],
     }
 
 

@@ -129,6 +129,7 @@
     if (key === P.key) return;
     P.key = key;
     $("pending-empty").hidden = P.asks.length > 0;
+    annotate();
     list.replaceChildren(...P.asks.map((ask) => {
       const who = whoMayAnswer(ask.responders);
       const busy = P.busy.has(ask.ask_id);
@@ -188,7 +189,31 @@
     setTimeout(poll, PENDING_MS);
   }
 
+  // ------------------------------------------------------------------ who may answer, on the messages
+
+  // Slack shows nobody who may answer a restricted ask; the playground does, under each of its messages.
+  // The conversation is drawn by app.js, which replaces its nodes at will: note them again when it does.
+  function annotate() {
+    const restricted = new Map();
+    for (const ask of P.asks) {
+      const who = whoMayAnswer(ask.responders);
+      if (who) for (const m of ask.messages || []) restricted.set(m.ts, who);
+    }
+    for (const li of document.querySelectorAll("#messages > li.msg[data-ts]")) {
+      const who = restricted.get(li.dataset.ts);
+      const note = li.querySelector(":scope > .msg-main > .msg-who");
+      if (note && note.textContent === who) continue;
+      if (note) note.remove();
+      if (!who) continue;
+      const main = li.querySelector(":scope > .msg-main");
+      const tools = main && main.querySelector(":scope > .msg-tools");
+      if (main) main.insertBefore(h("p", { class: "msg-who" }, who), tools);
+    }
+  }
+
   function init() {
+    const messages = $("messages");
+    if (messages) new MutationObserver(annotate).observe(messages, { childList: true, subtree: true });
     setInterval(tick, 1000);
     loadNames();
     poll();
