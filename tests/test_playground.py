@@ -428,6 +428,25 @@ async def test_slack_ask_demo_serves_the_page_answers_the_sample_and_stops_on_ct
 
         result = await eventually(answered, "the sample ask's result")
         assert result["responder"]["id"] == "U0ALICE"
+
+        # The "Ask from another shell" line works as pasted, in a shell whose PATH has no venv.
+        async with asyncio.timeout(30):
+            while not any(line.startswith("Press Ctrl-C") for line in lines):
+                raw = await process.stdout.readline()
+                assert raw, f"slack-ask demo exited early: {''.join(lines)}"
+                lines.append(raw.decode())
+        pasted = lines[next(i for i, line in enumerate(lines) if line.startswith("Ask from")) + 1].strip()
+        shell = await asyncio.create_subprocess_exec(
+            "/bin/sh",
+            "-c",
+            f"{pasted} --timeout 1s",
+            env={"PATH": "/usr/bin:/bin", "HOME": env.get("HOME", "/tmp")},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        async with asyncio.timeout(30):
+            printed, _ = await shell.communicate()
+        assert shell.returncode == 4, printed.decode()  # it ran, asked, and timed out (exit 4)
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGINT)

@@ -11,8 +11,11 @@ import asyncio
 import contextlib
 import logging
 import os
+import shlex
+import shutil
 import signal
 import sys
+from pathlib import Path
 
 __all__ = ["add_parser", "run"]
 
@@ -134,7 +137,7 @@ async def _serve(args: argparse.Namespace) -> int:
         _print(
             "Ask from another shell:\n"
             f"  REDIS_URL={redacted(playground.redis_url)} SLACK_ASK_PREFIX={prefix} "
-            f'slack-ask ask --channel {channel} "Ship it?" --option Yes --option No'
+            f'{_command()} ask --channel {channel} "Ship it?" --option Yes --option No'
         )
         _print("Press Ctrl-C to stop.")
         await stop.wait()
@@ -145,3 +148,12 @@ async def _serve(args: argparse.Namespace) -> int:
     finally:
         await playground.stop()
     return 0
+
+
+def _command() -> str:
+    """How to run ``slack-ask`` from another shell, as pasted: the venv's script when it is not on PATH."""
+    script = Path(sys.executable).with_name("slack-ask")
+    found = shutil.which("slack-ask")
+    if found is not None and Path(found).resolve() == script.resolve():
+        return "slack-ask"
+    return shlex.quote(str(script)) if script.exists() else f"{shlex.quote(sys.executable)} -m bot.cli"

@@ -120,19 +120,12 @@ async def _serve(settings: Settings, *, http: bool, host: str, port: int, health
         return 2
     if not http:
         from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-        from slack_sdk.errors import SlackApiError
 
         assert settings.slack_app_token is not None
         handler = AsyncSocketModeHandler(
             runtime.bolt_app(socket_mode=True), settings.slack_app_token.get_secret_value()
         )
-        try:
-            await handler.connect_async()  # type: ignore[no-untyped-call]
-        except SlackApiError as exc:
-            error = exc.response.get("error") if exc.response is not None else None
-            print(f"slack-ask: setting SLACK_APP_TOKEN: Slack refused it ({error})", file=sys.stderr)
-            await runtime.aclose()
-            return 2
+        await handler.connect_async()  # type: ignore[no-untyped-call]
         log.info("connected to Slack in Socket Mode")
     log.info("consumer %s reading %s:asks", runtime.engine.consumer, settings.prefix)
     await stop.wait()
