@@ -3,6 +3,9 @@
 The bot under test talks to it exactly as to Slack (`AsyncWebClient(base_url=fake.api_url)`), and the fake
 plays the people: it renders nothing, but it finds what the bot really rendered and sends the bot the same
 signed interaction payloads and events Slack would (`click`, `fill_and_submit`, `archive_channel`...).
+`FakeSlack` composes the two sides: `people.People` plays the humans (what they do, as signed payloads to
+the bot) and `server.WebApiServer` answers the Web API (`webapi.WebApi` holds the methods); both work on one
+`state.Workspace`.
 
     fake = FakeSlack.with_demo_workspace(signing_secret="secret")
     await fake.start()
