@@ -20,9 +20,12 @@ import {
 
 async function setUp(t: TestContext, options: Partial<SlackAskOptions> = {}) {
   const prefix = uniquePrefix();
-  t.after(() => deleteKeys(prefix));
   const demo = await Demo.start(prefix);
-  t.after(() => demo.stop());
+  // The demo first: a bot still running would write its keys again.
+  t.after(async () => {
+    await demo.stop();
+    await deleteKeys(prefix);
+  });
   const pi = new FakePi();
   slackAsk({ redisUrl: REDIS_URL, prefix, ...options })(pi as never);
   return { prefix, demo, pi };

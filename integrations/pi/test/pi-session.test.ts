@@ -16,11 +16,13 @@ import { Demo, ONE_CLICK, PACKAGE_DIR, REDIS_URL, deleteKeys, eventually, unique
 
 const PI = resolve(PACKAGE_DIR, "node_modules/@earendil-works/pi-coding-agent/dist/cli.js");
 
-test("pi -p: the model asks, a click in Slack answers, the model reads the narration, pi exits", { timeout: 90_000 }, async (t) => {
+test("pi -p: the model asks, a click in Slack answers, the model reads the narration, pi exits", { timeout: 180_000 }, async (t) => {
   const prefix = uniquePrefix();
-  t.after(() => deleteKeys(prefix));
   const demo = await Demo.start(prefix);
-  t.after(() => demo.stop());
+  t.after(async () => {
+    await demo.stop();
+    await deleteKeys(prefix);
+  });
   const model = await startFakeModel(ONE_CLICK);
   t.after(() => model.close());
 
@@ -89,7 +91,8 @@ test("pi -p: the model asks, a click in Slack answers, the model reads the narra
       return (await demo.messages())[0];
     },
     "the question in Slack",
-    30_000,
+    // Pi's start takes seconds (tens of seconds on a loaded machine).
+    90_000,
   );
   await demo.click(message, "slack_ask:choose:0");
   const answered = Date.now();
