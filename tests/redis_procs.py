@@ -179,9 +179,8 @@ def sentinel_group() -> Iterator[SentinelGroup]:
             def all_see_each_other() -> bool:
                 for s in sentinels:
                     with s.client() as c:
-                        info = c.execute_command("SENTINEL", "MASTER", "mymaster")
-                        fields = dict(zip(info[0::2], info[1::2], strict=True))
-                        if int(fields[b"num-other-sentinels"]) < 2 or int(fields[b"num-slaves"]) < 1:
+                        info = c.sentinel_master("mymaster")  # parsed by redis-py into a dict
+                        if int(info["num-other-sentinels"]) < 2 or int(info["num-slaves"]) < 1:
                             return False
                 return True
 

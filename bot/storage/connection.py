@@ -76,6 +76,21 @@ def _resilience(kwargs: dict[str, Any]) -> None:
     kwargs.setdefault("retry_on_error", [RedisConnectionError])
 
 
+class _SentinelMaster(Redis):
+    """The master found through Sentinel; closing it closes its pool and the Sentinel clients too
+    (redis-py leaves both open when the client was built around a given pool)."""
+
+    sentinel_manager: Sentinel | None = None
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        await super().aclose(
+            close_connection_pool=True if close_connection_pool is None else close_connection_pool
+        )
+        if self.sentinel_manager is not None:
+            for client in self.sentinel_manager.sentinels:
+                await client.aclose()
+
+
 def connect(url: str, **kwargs: Any) -> Redis:
     """``redis://``, ``rediss://``, ``unix://`` as usual; ``redis+cluster://host:port`` for Cluster;
     ``redis+sentinel://host[:port][,host[:port]]/service_name[?db=0]`` for Sentinel (port 26379 by
@@ -100,7 +115,8 @@ def connect(url: str, **kwargs: Any) -> Redis:
             hosts, sentinel_kwargs=sentinel_kwargs, password=parsed.password
         )
         # The master's connections ask Sentinel again after a failover (READONLY, dropped link).
-        master: Redis = sentinel.master_for(service, db=db, **kwargs)
+        master: _SentinelMaster = sentinel.master_for(service, redis_class=_SentinelMaster, db=db, **kwargs)
+        master.sentinel_manager = sentinel
         return master
     # A blocking pool: under a burst (intake, sweeper and clicks at once) callers wait for a free
     # connection instead of failing with "Too many connections".
