@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from bot.storage.diagnose import url_problem
+from tests.conftest import REDIS_IS_FAKE
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -171,3 +172,14 @@ def test_the_demo_says_in_one_line_when_redis_url_is_unusable(url: str, said: st
     done = _run(["demo", "--port", "0", "--no-sample"], {"REDIS_URL": url.format(port=_free_port())})
     assert done.returncode == 2, done.stdout + done.stderr
     assert said in _one_line(done.stderr)
+
+
+@pytest.mark.skipif(REDIS_IS_FAKE, reason="fakeredis has any number of databases")
+@pytest.mark.parametrize("command", ["list", "check", "ask"])
+def test_a_database_the_redis_does_not_have_is_exit_2_with_what_redis_said(
+    command: str, redis_url: str
+) -> None:
+    url = redis_url.rsplit("/", 1)[0] + "/99" if redis_url.count("/") > 2 else redis_url + "/99"
+    done = _run([*COMMANDS[command], "--redis", url])
+    assert done.returncode == 2, done.stderr
+    assert f"--redis: Redis at {url} answered: DB index is out of range" in _one_line(done.stderr)

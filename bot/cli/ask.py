@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from redis.exceptions import RedisClusterException
+from redis.exceptions import RedisClusterException, ResponseError
 
 from bot.cli.redis_args import redis_target
 from bot.client import (
@@ -341,12 +341,13 @@ def run(args: argparse.Namespace) -> int:
         return _fail(EXIT_USAGE, problem)
     try:
         return asyncio.run(_ask(args, request, route))
-    except RedisClusterException as exc:
+    except (RedisClusterException, ResponseError) as exc:
         # The Cluster client's own exception class for "no startup node answered" and for a URL
-        # that names no Cluster (a standalone Redis): exit 8 and exit 2, never a traceback.
+        # that names no Cluster (a standalone Redis), or a database number out of range: exit 8
+        # or exit 2, never a traceback.
         if is_unreachable(exc):
             return _fail(EXIT_REDIS, target.unreachable(exc))
-        return _fail(EXIT_USAGE, f"{target.setting}: {unreachable_reason(exc)}")
+        return _fail(EXIT_USAGE, target.refused(exc) or unreachable_reason(exc))
 
 
 def _requester(args: argparse.Namespace) -> dict[str, str] | None:

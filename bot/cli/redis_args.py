@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisClusterException
+from redis.exceptions import RedisClusterException, ResponseError
 
 from bot.client import add_connection_args, resolve_connection
 from bot.storage.connection import connect, redacted
@@ -41,6 +41,15 @@ class RedisTarget:
 
     def unreachable(self, exc: BaseException) -> str:
         return f"cannot reach Redis at {redacted(self.url)} ({self.setting}): {unreachable_reason(exc)}"
+
+    def refused(self, exc: BaseException) -> str | None:
+        """The line for a Redis that answered but cannot be used as the URL says (a database number
+        out of range, a Cluster URL naming a standalone Redis); None for any other exception."""
+        if isinstance(exc, RedisClusterException):
+            return f"{self.setting}: {unreachable_reason(exc)}"
+        if isinstance(exc, ResponseError):
+            return f"{self.setting}: Redis at {redacted(self.url)} answered: {unreachable_reason(exc)}"
+        return None
 
 
 def add_redis_args(parser: argparse._ActionsContainer) -> None:
@@ -81,8 +90,7 @@ def run_with_redis(
         if is_unreachable(exc):
             print(f"{prog}: error: {target.unreachable(exc)}", file=sys.stderr)
             return EXIT_REDIS
-        if isinstance(exc, RedisClusterException):
-            # Reachable but not a usable Cluster (a standalone Redis, nodes that disagree): the URL is wrong.
-            print(f"{prog}: error: {target.setting}: {unreachable_reason(exc)}", file=sys.stderr)
+        if (line := target.refused(exc)) is not None:
+            print(f"{prog}: error: {line}", file=sys.stderr)
             return EXIT_USAGE
         raise
