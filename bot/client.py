@@ -32,7 +32,7 @@ import redis.exceptions as redis_errors
 from pydantic import BaseModel, ValidationError
 
 from bot.storage.connection import connect, redacted
-from contract import ContractError, normalize_ask_request, normalize_rich_form, to_json
+from contract import ContractError, compact_json, normalize_ask_request, normalize_rich_form
 from contract.approval import approval_problem
 from contract.envelopes import (
     Approval,
@@ -46,6 +46,7 @@ from contract.envelopes import (
     parse_ask_envelope,
     parse_cancel_envelope,
 )
+from contract.timeout import TimeoutPolicy as OnTimeout
 
 __all__ = [
     "DEFAULT_PREFIX",
@@ -70,7 +71,6 @@ DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 DEFAULT_PREFIX = "slack-ask"
 
 Format: TypeAlias = Literal["pi-question", "rich"]
-OnTimeout: TypeAlias = Literal["cancel", "recommended", "error"]
 RequestLike: TypeAlias = Mapping[str, Any] | BaseModel
 RouteLike: TypeAlias = Route | Mapping[str, Any]
 RespondersLike: TypeAlias = Responders | Mapping[str, Any]
@@ -187,17 +187,6 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _dumps(data: Any) -> str:
-    """Compact JSON, as ``bot.results`` writes it: the C encoder in the common case, the contract's
-    JavaScript-exact writer when a text carries half a surrogate pair, which UTF-8 cannot hold."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return to_json(data)
-    return text
-
-
 def _normalize_request(fmt: str, request: object) -> None:
     """Run the contract's normalizer the bot will run; raise :class:`AskRequestError` with its message."""
     normalize = normalize_rich_form if fmt == "rich" else normalize_ask_request
@@ -225,7 +214,7 @@ def _result_from_dict(data: Mapping[str, Any], *, raw: bytes | str | None = None
     except ValidationError as exc:
         raise MalformedResultError(
             f"the reply list held an invalid result envelope: {exc}",
-            raw=_dumps(data) if raw is None else raw,
+            raw=compact_json(data) if raw is None else raw,
         ) from None
 
 
@@ -237,7 +226,7 @@ def decode_result(raw: bytes | str) -> ResultEnvelope:
 def _checked_ask(envelope: Mapping[str, Any]) -> tuple[str, AskEnvelope]:
     """An ask envelope's JSON text and parsed form, checked as the bot checks it (envelope, then
     request: protocol section 2 order); raises :class:`AskRequestError` on the first failure."""
-    text = _dumps(envelope)
+    text = compact_json(envelope)
     try:
         parsed = parse_ask_envelope(text)
     except EnvelopeError as exc:
@@ -470,7 +459,7 @@ class AskClient:
         }
         if reason is not None:
             envelope["reason"] = reason
-        text = _dumps(envelope)
+        text = compact_json(envelope)
         try:
             parse_cancel_envelope(text)
         except EnvelopeError as exc:
@@ -491,7 +480,7 @@ class AskClient:
             raise _redis_down(exc, self._where) from exc
         if loaded is None or loaded.result is None:
             return None
-        return _result_from_dict(loaded.result)
+        return loaded.result.envelope
 
     async def recover(self, ask_id: str, envelope: AskEnvelope | Mapping[str, Any]) -> None:
         """Re-send an ask's original envelope: if the ask ended, the bot pushes its stored result again

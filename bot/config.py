@@ -26,6 +26,7 @@ from bot.durations import parse_duration
 from bot.errors import ConfigError
 from bot.storage.diagnose import url_problem
 from contract.envelopes import Approval, EscalationStep, Responders, Route
+from contract.timeout import TimeoutPolicy
 
 __all__ = [
     "Defaults",
@@ -59,7 +60,7 @@ class Policy(_Strict):
     route: Route | None = None
     responders: Responders | None = None
     timeout_ms: int | None = Field(default=None, ge=0, le=MAX_TIMEOUT_CAP_MS)
-    on_timeout: Literal["cancel", "recommended", "error"] | None = None
+    on_timeout: TimeoutPolicy | None = None
     escalate: list[EscalationStep] | None = None
     remind_every_ms: int | None = Field(default=None, ge=0)
     max_reminders: int | None = Field(default=None, ge=0, le=100)
@@ -90,7 +91,7 @@ class Defaults(_Strict):
     route: Route | None = None
     timeout_ms: int | None = Field(default=None, ge=0, le=MAX_TIMEOUT_CAP_MS)
     max_timeout_ms: int | None = Field(default=None, ge=0, le=MAX_TIMEOUT_CAP_MS)
-    on_timeout: Literal["cancel", "recommended", "error"] = "cancel"
+    on_timeout: TimeoutPolicy = "cancel"
     retention_ms: int = Field(default=7 * DAY_MS, ge=60_000)
     max_reminders: int = Field(default=3, ge=0, le=100)
 

@@ -37,6 +37,7 @@ from bot.client import (
     add_connection_args,
 )
 from contract.envelopes import ASK_ID_PATTERN, ResultEnvelope
+from contract.timeout import TimeoutPolicy
 
 __all__ = [
     "DEFAULT_WAIT_S",
@@ -325,7 +326,7 @@ def build_server(client: AskClient, *, default_wait_s: float = DEFAULT_WAIT_S) -
             ),
         ] = None,
         on_timeout: Annotated[
-            Literal["cancel", "recommended", "error"] | None,
+            TimeoutPolicy | None,
             Field(description="at the deadline: cancel (default), apply the recommended option, or error"),
         ] = None,
         responders: Annotated[

@@ -13,17 +13,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from contract.envelopes import Approval, EscalationStep, Requester, Responders, Route
 from contract.question import AskRequest
 from contract.rich import RichForm
+from contract.timeout import TimeoutPolicy
 
 __all__ = [
     "AskRecord",
     "AskState",
-    "OnTimeout",
     "PostedMessage",
     "Target",
 ]
 
 AskState = Literal["accepted", "posted", "ended"]
-OnTimeout = Literal["cancel", "recommended", "error"]
 
 
 class _Rec(BaseModel):
@@ -70,7 +69,7 @@ class AskRecord(_Rec):
     requester: Requester | None = None
     created_ms: int
     deadline_ms: int | None = None
-    on_timeout: OnTimeout = "cancel"
+    on_timeout: TimeoutPolicy = "cancel"
     escalate: list[EscalationStep] = Field(default_factory=list)
     remind_every_ms: int | None = None
     max_reminders: int = 3

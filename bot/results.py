@@ -3,46 +3,56 @@
 The text and details are exactly the contract's: ``narrate``/``build_details`` for pi-question,
 ``format_rich_answers``/``RichFormResult`` for rich forms. The JSON is written with the contract's
 ``to_json`` (JavaScript's JSON.stringify), so results are byte-compatible with pi-question's.
+
+A stored result comes back once, typed, through :func:`parse_result`: the store hands a
+:class:`StoredResult` to everything after it (the engine, the ended message, the operator commands).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any, Literal
 
 from bot.model import AskRecord
 from contract import (
+    TIMEOUT_ERROR_MESSAGE,
     AskDelivery,
     QuestionAnswer,
+    ResultEnvelope,
+    ResultError,
+    ResultResponder,
+    ResultSlack,
+    RichAnswer,
     RichFormResult,
     apply_timeout_policy,
     build_details,
+    compact_json,
     format_rich_answers,
     narrate,
-    to_json,
 )
 from contract.envelopes import Outcome
 
 __all__ = [
     "HOST",
     "NONE",
-    "TIMEOUT_ERROR_MESSAGE",
     "Ending",
+    "StoredResult",
     "answered",
     "answered_rich",
     "complete",
     "declined",
     "ended_without_answer",
     "envelope_error",
+    "parse_result",
     "result_prefix",
     "timed_out",
 ]
 
 HOST = AskDelivery(surface="host", degraded=False)
 NONE = AskDelivery(surface="none", degraded=False)
-TIMEOUT_ERROR_MESSAGE = "the question timed out and no default is allowed."
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,24 +60,20 @@ class Ending:
     """How an ask ended, before it is stamped with its ids and times."""
 
     outcome: Outcome
-    answers: list[Any]
+    answers: tuple[QuestionAnswer, ...] | tuple[RichAnswer, ...]
     text: str
     details: dict[str, Any]
     delivery: AskDelivery = HOST
-    error: dict[str, str] | None = None
-
-
-def _wire_answers(answers: Sequence[QuestionAnswer]) -> list[dict[str, Any]]:
-    return [a.to_wire() for a in answers]
+    error: ResultError | None = None
 
 
 def _pi(rec: AskRecord, outcome: Outcome, answers: Sequence[QuestionAnswer], delivery: AskDelivery) -> Ending:
     assert rec.request is not None
     questions = rec.request.questions
-    wire = _wire_answers(answers)
+    wire = [a.to_wire() for a in answers]
     return Ending(
         outcome=outcome,
-        answers=wire,
+        answers=tuple(answers),
         text=narrate(questions, wire, delivery),
         details=build_details(questions, wire, delivery),
         delivery=delivery,
@@ -83,7 +89,7 @@ def _rich_cancelled(rec: AskRecord, outcome: Outcome, delivery: AskDelivery = HO
         answers=[],
         cancelled=True,
     )
-    return Ending(outcome, [], format_rich_answers(result), result.to_wire(), delivery)
+    return Ending(outcome, (), format_rich_answers(result), result.to_wire(), delivery)
 
 
 def answered(rec: AskRecord, answers: Sequence[QuestionAnswer]) -> Ending:
@@ -93,16 +99,14 @@ def answered(rec: AskRecord, answers: Sequence[QuestionAnswer]) -> Ending:
 
 def answered_rich(rec: AskRecord, result: RichFormResult) -> Ending:
     """A human submitted a rich form."""
-    return Ending(
-        "answered", [a.to_wire() for a in result.answers], format_rich_answers(result), result.to_wire()
-    )
+    return Ending("answered", tuple(result.answers), format_rich_answers(result), result.to_wire())
 
 
 def ended_without_answer(
     rec: AskRecord,
     outcome: Literal["cancelled", "dismissed", "unavailable"],
     *,
-    error: dict[str, str] | None = None,
+    error: ResultError | None = None,
 ) -> Ending:
     """Declined, withdrawn, dismissed, or no human could be reached: every question gets that status."""
     delivery = NONE if outcome == "unavailable" else HOST
@@ -112,9 +116,7 @@ def ended_without_answer(
         assert rec.request is not None
         answers = [QuestionAnswer(id=q.id, status=outcome, selected=[]) for q in rec.request.questions]
         ending = _pi(rec, outcome, answers, delivery)
-    if error is not None:
-        return Ending(ending.outcome, ending.answers, ending.text, ending.details, ending.delivery, error)
-    return ending
+    return ending if error is None else replace(ending, error=error)
 
 
 def declined(rec: AskRecord, reason: str | None) -> Ending:
@@ -135,39 +137,25 @@ def timed_out(rec: AskRecord) -> Ending:
     if rec.format == "rich":
         # The rich contract has no per-question statuses; a timed-out form is an unsubmitted form.
         if rec.on_timeout == "error":
-            return Ending("error", [], f"Error: {TIMEOUT_ERROR_MESSAGE}", {}, HOST, _timeout_error())
+            return Ending("error", (), f"Error: {TIMEOUT_ERROR_MESSAGE}", {}, HOST, _timeout_error())
         return _rich_cancelled(rec, "timeout")
     assert rec.request is not None
     questions = rec.request.questions
     if rec.on_timeout == "error":
         answers = apply_timeout_policy(questions, "cancel")
-        return Ending(
-            "error", _wire_answers(answers), f"Error: {TIMEOUT_ERROR_MESSAGE}", {}, HOST, _timeout_error()
-        )
+        return Ending("error", tuple(answers), f"Error: {TIMEOUT_ERROR_MESSAGE}", {}, HOST, _timeout_error())
     answers = apply_timeout_policy(questions, rec.on_timeout)
     outcome: Outcome = "answered" if any(a.defaulted for a in answers) else "timeout"
     return _pi(rec, outcome, answers, HOST)
 
 
-def _timeout_error() -> dict[str, str]:
-    return {"code": "timeout_error", "message": TIMEOUT_ERROR_MESSAGE}
+def _timeout_error() -> ResultError:
+    return ResultError(code="timeout_error", message=TIMEOUT_ERROR_MESSAGE)
 
 
 def envelope_error(code: str, message: str) -> Ending:
     """An envelope or request the bot refused: ``Error: <message>``, empty details and answers."""
-    return Ending("error", [], f"Error: {message}", {}, HOST, {"code": code, "message": message})
-
-
-def _dumps(body: dict[str, Any]) -> str:
-    """Compact JSON. The C encoder in the common case; the contract's JavaScript-exact writer when a
-    text carries half a surrogate pair (a 4000-unit cut can leave one), which UTF-8 cannot hold.
-    Results hold no floats, the one place where the two writers could print differently."""
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return to_json(body)
-    return text
+    return Ending("error", (), f"Error: {message}", {}, HOST, ResultError(code=code, message=message))
 
 
 def complete(prefix: str, resolved_at: str) -> str:
@@ -182,23 +170,64 @@ def result_prefix(
     ask_id: str | None,
     format: str,
     ending: Ending,
-    responder: dict[str, Any] | None,
-    slack: dict[str, Any] | None,
+    responder: ResultResponder | None,
+    slack: ResultSlack | None,
     created_at: str | None,
 ) -> str:
-    """The result JSON up to ``"resolved_at":``; the resolve script appends Redis time and ``}``."""
+    """The result JSON up to ``"resolved_at":``; the resolve script adds the votes, Redis time and ``}``."""
     body: dict[str, Any] = {
         "v": 1,
         "ask_id": ask_id,
         "format": format,
         "outcome": ending.outcome,
-        "answers": ending.answers,
+        "answers": [a.to_wire() for a in ending.answers],
         "text": ending.text,
         "details": ending.details,
         "delivery": ending.delivery.to_wire(),
-        "responder": responder,
-        "slack": slack,
-        "error": ending.error,
+        "responder": responder.model_dump(mode="json") if responder is not None else None,
+        "slack": slack.model_dump(mode="json") if slack is not None else None,
+        "error": ending.error.model_dump(mode="json") if ending.error is not None else None,
         "created_at": created_at,
     }
-    return _dumps(body)[:-1] + ',"resolved_at":'
+    return compact_json(body)[:-1] + ',"resolved_at":'
+
+
+_RESULT_FIELDS = frozenset(ResultEnvelope.model_fields)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResult:
+    """An ended ask's result, parsed once where it leaves Redis: the envelope the agent got, with its
+    answers typed for its format. The ended Slack message is drawn from these, never from ``text``."""
+
+    envelope: ResultEnvelope
+    answers: tuple[QuestionAnswer, ...] = ()
+    """pi-question: the answers in question order (none for an ask refused before it had a request)."""
+    form: RichFormResult | None = None
+    """rich: the form as answered or cancelled (the result's ``details``); None when refused."""
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.envelope.outcome
+
+    @property
+    def resolved_ms(self) -> int:
+        """When the ask ended (Redis time), in milliseconds since the epoch; 0 when unknown."""
+        at = self.envelope.resolved_at
+        return int(datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp() * 1000) if at else 0
+
+
+def parse_result(text: str | bytes) -> StoredResult:
+    """A result as ``resolve.lua`` stored it, typed. Raises ``ValueError`` for anything else.
+
+    Fields this version does not know (written by a newer replica during a rolling update) are
+    ignored. ``json.loads``, not ``model_validate_json``: a text cut at 4000 UTF-16 units may end in
+    half a surrogate pair (as upstream keeps it), which only the stdlib parser accepts."""
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError("a stored result is a JSON object")
+    envelope = ResultEnvelope.model_validate({k: v for k, v in data.items() if k in _RESULT_FIELDS})
+    if envelope.format == "rich":
+        form = RichFormResult.model_validate(envelope.details) if envelope.details else None
+        return StoredResult(envelope, form=form)
+    return StoredResult(envelope, answers=tuple(QuestionAnswer.model_validate(a) for a in envelope.answers))

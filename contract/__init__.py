@@ -7,7 +7,7 @@ Two contracts (spec/contract.md): the question contract, a byte-compatible port 
 this package imports only the standard library and pydantic.
 """
 
-from contract._js import to_json
+from contract._js import compact_json, to_json
 from contract.approval import approval_problem, tally
 from contract.envelopes import (
     APPROVAL_MAX,
@@ -129,6 +129,7 @@ __all__ = [
     "approval_problem",
     "build_details",
     "build_rich_answer",
+    "compact_json",
     "format_rich_answers",
     "narrate",
     "normalize_ask_request",

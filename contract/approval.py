@@ -9,7 +9,9 @@ names the rule it breaks, and the bot returns it as ``invalid_envelope``.
 
 from __future__ import annotations
 
-from contract.envelopes import APPROVAL_NO_DEFAULT, APPROVAL_NOT_RICH, Approval
+from collections.abc import Sequence
+
+from contract.envelopes import APPROVAL_NO_DEFAULT, APPROVAL_NOT_RICH, Approval, ResultVote
 from contract.question import AskRequest
 
 __all__ = ["approval_problem", "tally"]
@@ -35,12 +37,11 @@ def approval_problem(
     return None
 
 
-def tally(votes: list[dict[str, object]], options: int) -> list[list[dict[str, object]]]:
+def tally(votes: Sequence[ResultVote], options: int) -> list[list[ResultVote]]:
     """The votes (as in a result's ``votes``) grouped by option: ``tally(...)[i]`` voted for i."""
-    by_option: list[list[dict[str, object]]] = [[] for _ in range(options)]
+    by_option: list[list[ResultVote]] = [[] for _ in range(options)]
     for vote in votes:
-        selected = vote.get("selected")
-        first = selected[0] if isinstance(selected, list) and selected else None
-        if isinstance(first, int) and 0 <= first < options:
+        first = vote.selected[0] if vote.selected else None
+        if first is not None and 0 <= first < options:
             by_option[first].append(vote)
     return by_option

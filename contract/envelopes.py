@@ -25,6 +25,8 @@ from pydantic import (
     model_validator,
 )
 
+from contract.timeout import TimeoutPolicy
+
 __all__ = [
     "APPROVAL_MAX",
     "APPROVAL_MIN",
@@ -73,7 +75,6 @@ APPROVAL_NO_DEFAULT = (
 Outcome = Literal["answered", "cancelled", "timeout", "dismissed", "unavailable", "error"]
 EnvelopeErrorCode = Literal["invalid_envelope", "unsupported_version"]
 Format = Literal["pi-question", "rich"]
-OnTimeout = Literal["cancel", "recommended", "error"]
 
 
 def _json_integer(value: Any) -> Any:
@@ -252,7 +253,7 @@ class AskEnvelope(_In):
     """Where to ask; absent: the configured default route."""
     timeout_ms: JsonInt | None = Field(default=None, ge=0)
     """0 or absent: the configured default."""
-    on_timeout: OnTimeout | None = None
+    on_timeout: TimeoutPolicy | None = None
     """What the deadline does; absent: cancel."""
     responders: Responders | None = None
     requester: Requester | None = None

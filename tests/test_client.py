@@ -366,7 +366,8 @@ async def test_result_reads_the_stored_result_of_an_ended_ask_through_the_store(
 
     result = await client.result(ask_id)
     assert result is not None
-    assert result.to_wire() == verdict.result == {**stored, "resolved_at": verdict.result["resolved_at"]}
+    assert result == verdict.result.envelope
+    assert result.to_wire() == {**stored, "resolved_at": verdict.result.envelope.resolved_at}
     assert result.text == "User answers:\nq1: Yes"
     assert await redis.llen(reply_to) == 1  # read from the store: the reply list is left as it was
     assert await client.result(new_ask_id()) is None

@@ -291,3 +291,79 @@ async def test_many_asks_each_get_their_own_single_result(harness: Harness) -> N
     for env in envs:
         assert (await harness.result(env["reply_to"]))["outcome"] == "answered"
     assert _asks_posted(harness) == 10
+
+
+def _section_texts(blocks: list[dict[str, Any]]) -> list[str]:
+    return [b["text"]["text"] for b in blocks if b.get("type") == "section" and "text" in b]
+
+
+async def test_the_ended_message_shows_question_texts_option_labels_own_text_and_the_note(
+    harness: Harness,
+) -> None:
+    env = harness.envelope(
+        {
+            "questions": [
+                {
+                    "id": "features",
+                    "question": "Which features?",
+                    "options": ["Logging", "Metrics", "Tracing"],
+                    "multi": True,
+                },
+                {"id": "db", "question": "Database?", "options": ["Postgres", "MySQL"]},
+            ]
+        }
+    )
+    await harness.send(env)
+    [message] = await harness.posted()
+    await harness.fake.click("U0BOB", "C0DEPLOY", message.ts, "slack_ask:open")
+    view = (await harness.fake.wait_for(lambda: harness.fake.open_views("U0BOB"), what="the form modal"))[0]
+    await harness.fake.fill_and_submit(
+        "U0BOB",
+        view.id,
+        {
+            "answer:0": ["Logging", "Tracing"],
+            "custom:0": "Profiling <!here>",
+            "note:0": "we need traces <@U0ALICE>",
+            "answer:1": "Postgres",
+        },
+    )
+    await harness.result(env["reply_to"])
+    ended = await harness.ended("C0DEPLOY", message.ts)
+    [summary] = [t for t in _section_texts(ended.blocks) if t.startswith("• ")]
+    assert summary.split("\n") == [
+        "• Which features? → Logging, Tracing, “Profiling &lt;!here&gt;”"
+        " · note: we need traces &lt;@U0ALICE&gt;",
+        "• Database? → Postgres",
+    ]
+
+
+async def test_the_ended_rich_message_shows_option_labels_not_values_and_the_answers_text(
+    harness: Harness,
+) -> None:
+    form = {
+        "questions": [
+            {
+                "id": "target",
+                "type": "radio",
+                "prompt": "Where should we deploy?",
+                "options": [{"label": "Production", "value": "prod"}, {"label": "Staging", "value": "stage"}],
+            },
+            {"id": "why", "type": "text", "prompt": "Anything to add?", "required": False},
+        ],
+    }
+    env = harness.envelope(form, format="rich")
+    await harness.send(env)
+    [message] = await harness.posted()
+    await harness.fake.click("U0CAROL", "C0DEPLOY", message.ts, "slack_ask:open")
+    view = (await harness.fake.wait_for(lambda: harness.fake.open_views("U0CAROL")))[0]
+    await harness.fake.fill_and_submit(
+        "U0CAROL", view.id, {"answer:0": "Production", "note:0": "after smoke tests", "answer:1": "ship it"}
+    )
+    await harness.result(env["reply_to"])
+    ended = await harness.ended("C0DEPLOY", message.ts)
+    [summary] = [t for t in _section_texts(ended.blocks) if t.startswith("• ")]
+    assert summary.split("\n") == [
+        "• Where should we deploy? → Production · note: after smoke tests",
+        "• Anything to add? → “ship it”",
+    ]
+    assert "prod" not in summary.replace("Production", "") and "Q1" not in summary

@@ -36,12 +36,13 @@ from bot.render import (
 from bot.render.ended import ENDED_OUTCOMES
 from bot.slack.blockkit import VIEW_MAX_BYTES, text_length, validate_message, validate_view, view_size
 from contract.envelopes import Requester
-from contract.question import AskRequest, Option, Question
-from contract.rich import NormalizedQuestion, RichForm, RichOption
+from contract.question import AskRequest, Option, Question, QuestionAnswer
+from contract.rich import NormalizedQuestion, OptionNote, RichAnswer, RichForm, RichFormResult, RichOption
 
 NOW = 1_700_000_000_000
 HOUR = 3_600_000
 META = FormMeta(ref=AskRef(tag="tag1", ask_id="ask-1"), channel="C0123", ts="1700000000.000100")
+ANSWERED_FIRST = QuestionAnswer(id="q1", status="answered", selected=[0])
 
 EVIL = (
     "<!channel> <@U123> <http://x|y> @here <!here> <#C1> <!subteam^S1> **bold** _it_ "
@@ -472,7 +473,16 @@ class TestBiggestHostileAsk:
             outcome="answered",
             responder_id="U0ABC",
             resolved_ms=NOW,
-            summary=[evil(4000)] * 8,
+            answers=[
+                QuestionAnswer(
+                    id=f"q{i}",
+                    status="answered",
+                    selected=list(range(12)),
+                    custom_text=evil(4000),
+                    note=evil(4000),
+                )
+                for i in range(8)
+            ],
             reason=evil(2000),
         )
         assert validate_message(message.to_payload()) == []
@@ -729,7 +739,7 @@ class TestEndedMessage:
         self, outcome: str, responder: str | None, reason: str | None, words: str
     ) -> None:
         message = render_ended_message(
-            pi_ask(), outcome=outcome, responder_id=responder, resolved_ms=NOW, summary=[], reason=reason
+            pi_ask(), outcome=outcome, responder_id=responder, resolved_ms=NOW, reason=reason
         )
         context = message.blocks[-1]["elements"][0]["text"]
         assert context.startswith(words + " · <!date^1700000000^")
@@ -738,15 +748,13 @@ class TestEndedMessage:
 
     def test_every_known_outcome_renders(self) -> None:
         for outcome in ENDED_OUTCOMES:
-            message = render_ended_message(
-                pi_ask(), outcome=outcome, responder_id=None, resolved_ms=NOW, summary=[]
-            )
+            message = render_ended_message(pi_ask(), outcome=outcome, responder_id=None, resolved_ms=NOW)
             assert "Ended (" not in mrkdwn_text(message)
 
     @pytest.mark.parametrize("ask", [pi_ask(), pi_ask(question(multi=True)), rich_ask(rich_question(n=12))])
     def test_ended_message_has_no_interactive_element(self, ask: AskRecord) -> None:
         message = render_ended_message(
-            ask, outcome="answered", responder_id="U0ABC", resolved_ms=NOW, summary=["q1: Postgres"]
+            ask, outcome="answered", responder_id="U0ABC", resolved_ms=NOW, answers=[ANSWERED_FIRST]
         )
         assert not has_interactive_element(message.blocks)
 
@@ -756,18 +764,109 @@ class TestEndedMessage:
             outcome="answered",
             responder_id="U0ABC",
             resolved_ms=NOW,
-            summary=["q1: <@U999> Postgres"],
+            answers=[
+                QuestionAnswer(id="q1", status="answered", custom_text="<@U999> Postgres", note="<!here>")
+            ],
         )
         text = mrkdwn_text(message)
         assert "Deploy &lt;!channel&gt;?" in text
-        assert "• q1: &lt;@U999&gt; Postgres" in text
+        assert "• Deploy &lt;!channel&gt;? → “&lt;@U999&gt; Postgres” · note: &lt;!here&gt;" in text
         assert_only_bot_tokens(message.to_payload(), users=("U0ABC",))
 
     def test_fallback_text_names_the_outcome_without_a_mention(self) -> None:
-        message = render_ended_message(
-            pi_ask(), outcome="answered", responder_id="U0ABC", resolved_ms=NOW, summary=[]
-        )
+        message = render_ended_message(pi_ask(), outcome="answered", responder_id="U0ABC", resolved_ms=NOW)
         assert message.text == "Answered: A question for you"
+
+
+def summary_of(message: Any) -> list[str]:
+    """The ended message's answer lines (the section of bullets)."""
+    found = [
+        b["text"]["text"] for b in message.blocks if b["type"] == "section" and "• " in b["text"]["text"]
+    ]
+    return found[0].split("\n") if found else []
+
+
+class TestEndedSummary:
+    def test_it_names_the_question_and_the_option_label_never_ids_and_keeps_the_note(self) -> None:
+        answer = QuestionAnswer(id="q1", status="answered", selected=[1], note="ship it")
+        message = render_ended_message(
+            pi_ask(), outcome="answered", responder_id="U0ABC", resolved_ms=NOW, answers=[answer]
+        )
+        assert summary_of(message) == ["• Which database should we use? → SQLite · note: ship it"]
+        assert "q1" not in mrkdwn_text(message)
+
+    def test_several_choices_and_own_text_in_question_order(self) -> None:
+        ask = pi_ask(question(id="a", multi=True), question("Ship it?", ("Yes", "No"), id="b"))
+        answers = [
+            QuestionAnswer(id="a", status="answered", selected=[0, 1], custom_text="DuckDB"),
+            QuestionAnswer(id="b", status="answered", selected=[0]),
+        ]
+        message = render_ended_message(
+            ask, outcome="answered", responder_id="U0ABC", resolved_ms=NOW, answers=answers
+        )
+        assert summary_of(message) == [
+            "• Which database should we use? → Postgres, SQLite, “DuckDB”",
+            "• Ship it? → Yes",
+        ]
+
+    def test_a_default_says_so_without_the_default_note(self) -> None:
+        answer = QuestionAnswer(
+            id="q1", status="answered", selected=[0], defaulted=True, note="Default chosen after the timeout"
+        )
+        message = render_ended_message(
+            pi_ask(), outcome="answered", responder_id=None, resolved_ms=NOW, answers=[answer]
+        )
+        assert summary_of(message) == ["• Which database should we use? → Postgres (the default)"]
+
+    def test_questions_nobody_answered_have_no_line(self) -> None:
+        answer = QuestionAnswer(id="q1", status="timeout")
+        message = render_ended_message(
+            pi_ask(), outcome="timeout", responder_id=None, resolved_ms=NOW, answers=[answer]
+        )
+        assert summary_of(message) == []
+
+    def test_a_rich_form_shows_labels_not_values_own_text_option_notes_and_review_notes(self) -> None:
+        ask = rich_ask(
+            rich_question(0, "radio", 3), rich_question(1, "checkbox", 3), rich_question(2, "text")
+        )
+        assert ask.form is not None
+        form = RichFormResult(
+            questions=ask.form.questions,
+            answers=[
+                RichAnswer(id="q1", type="radio", value="v1", was_custom=False, selected_option_indexes=[1]),
+                RichAnswer(
+                    id="q2",
+                    type="checkbox",
+                    value=["v0", "v2", "mine"],
+                    was_custom=True,
+                    selected_option_indexes=[0, 2],
+                    custom_value="mine <!here>",
+                    option_notes=[OptionNote(option_index=2, value="v2", label="Choice 2", note="careful")],
+                ),
+                RichAnswer(id="q3", type="text", value="line one\nline *two*", was_custom=True),
+            ],
+            additional_text="Thanks <@U1>",
+        )
+        message = render_ended_message(
+            ask, outcome="answered", responder_id="U0ABC", resolved_ms=NOW, form=form
+        )
+        lines = summary_of(message)
+        assert lines[:2] == [
+            "• Prompt 1? → Choice 1",
+            "• Prompt 2? → Choice 0, Choice 2, “mine &lt;!here&gt;” · note: Choice 2: careful",
+        ]
+        assert lines[2].startswith("• Prompt 3? → “line one") and "two" in lines[2]
+        assert lines[3] == "• Notes: Thanks &lt;@U1&gt;"
+        assert "v1" not in "\n".join(lines) and "Q1" not in "\n".join(lines)
+
+    def test_a_cancelled_form_has_no_lines(self) -> None:
+        ask = rich_ask(rich_question(0, "radio", 3))
+        assert ask.form is not None
+        form = RichFormResult(questions=ask.form.questions, answers=[], cancelled=True)
+        message = render_ended_message(
+            ask, outcome="cancelled", responder_id=None, resolved_ms=NOW, form=form
+        )
+        assert summary_of(message) == []
 
 
 class TestThreadReplies:

@@ -11,11 +11,13 @@ import pytest
 from redis.asyncio import Redis
 from redis.crc import key_slot
 
+from bot import results
 from bot.model import AskRecord, PostedMessage
 from bot.storage.keys import Keys, slot_tag
 from bot.storage.scripts import SCRIPT_NAMES, script_source
 from bot.storage.store import Resolution, Store, iso_ms
 from contract import normalize_ask_request
+from contract.envelopes import Outcome, ResultEnvelope
 
 
 def _record(
@@ -35,8 +37,16 @@ def _record(
     )
 
 
-def _prefix_json(ask_id: str, outcome: str = "answered") -> str:
-    return json.dumps({"v": 1, "ask_id": ask_id, "outcome": outcome})[:-1] + ',"resolved_at":'
+def _prefix_json(ask_id: str, outcome: Outcome = "answered") -> str:
+    # A whole result, as the engine writes one: the store hands back what it reads typed.
+    return results.result_prefix(
+        ask_id=ask_id,
+        format="pi-question",
+        ending=results.Ending(outcome, (), "", {}),
+        responder=None,
+        slack=None,
+        created_at=None,
+    )
 
 
 @pytest.fixture
@@ -114,10 +124,11 @@ async def test_resolve_result_carries_redis_time_as_rfc3339(
     )
     after = await store.server_time_ms()
     assert verdict.verdict == "won" and verdict.result is not None
-    stamp = verdict.result["resolved_at"]
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp)
+    stamp = verdict.result.envelope.resolved_at
+    assert stamp is not None and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp)
     assert iso_ms(before) <= stamp <= iso_ms(after)
-    assert json.loads(await redis.lpop(reply_to)) == verdict.result  # type: ignore[arg-type]
+    pushed = await redis.lpop(reply_to)
+    assert ResultEnvelope.model_validate_json(pushed) == verdict.result.envelope  # type: ignore[arg-type]
 
 
 async def test_resolve_refuses_an_answer_after_the_deadline(

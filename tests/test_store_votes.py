@@ -13,7 +13,7 @@ from bot.model import AskRecord, PostedMessage
 from bot.storage.keys import slot_tag
 from bot.storage.store import Resolution, Store, Vote
 from contract import normalize_ask_request
-from contract.envelopes import Approval, ResultEnvelope
+from contract.envelopes import Approval, ResultEnvelope, ResultResponder
 
 
 def _record(
@@ -49,7 +49,7 @@ def _prefix(rec: AskRecord, outcome: str = "answered") -> str:
 
 
 def _vote(rec: AskRecord, user: str, option: int) -> Vote:
-    return Vote(rec, {"id": user, "name": user.lower()}, option, _prefix(rec))
+    return Vote(rec, ResultResponder(id=user, name=user.lower()), option, _prefix(rec))
 
 
 @pytest.fixture
@@ -84,7 +84,7 @@ async def test_a_vote_below_the_count_is_recorded_and_a_repeat_changes_nothing(
     await _posted(store, rec)
     first = await store.vote(_vote(rec, "UANN", 0))
     assert first.verdict == "counted"
-    assert [(v["user"], v["selected"]) for v in first.votes] == [({"id": "UANN", "name": "uann"}, [0])]
+    assert [(v.user, v.selected) for v in first.votes] == [(ResultResponder(id="UANN", name="uann"), [0])]
     again = await store.vote(_vote(rec, "UANN", 0))
     assert (again.verdict, again.votes) == ("same", first.votes)
     loaded = await store.load(rec.tag, rec.ask_id)
@@ -117,7 +117,7 @@ async def test_a_veto_vote_ends_the_ask_at_once(store: Store, redis: Redis, repl
     verdict = await store.vote(_vote(rec, "UANN", 1))
     assert verdict.verdict == "won" and verdict.result is not None
     assert verdict.messages == [PostedMessage(channel="C1", ts="1.1")]
-    assert [v["selected"] for v in verdict.result["votes"]] == [[1]]
+    assert [v.selected for v in verdict.result.envelope.votes or []] == [[1]]
     assert len(await _results(redis, reply_to)) == 1
 
 
@@ -132,7 +132,7 @@ async def test_two_last_votes_racing_decide_once(
     assert sorted(v.verdict for v in verdicts) == ["ended", "won"]
     [result] = await _results(redis, reply_to)
     winner = next(v for v in verdicts if v.verdict == "won")
-    assert winner.result == result
+    assert winner.result is not None and winner.result.envelope == ResultEnvelope.model_validate(result)
     assert len(result["votes"]) == 2  # type: ignore[arg-type]
 
 
@@ -166,7 +166,7 @@ async def test_a_timeout_result_carries_the_votes_recorded(store: Store, redis: 
     await store.vote(_vote(rec, "UBOB", 1))
     verdict = await store.resolve(Resolution(rec, "timeout", _prefix(rec, "timeout"), None, "timeout"))
     assert verdict.verdict == "won" and verdict.result is not None
-    assert [(v["user"]["id"], v["selected"]) for v in verdict.result["votes"]] == [
+    assert [(v.user.id, v.selected) for v in verdict.result.envelope.votes or []] == [
         ("UANN", [0]),
         ("UBOB", [1]),
     ]
@@ -178,14 +178,13 @@ async def test_an_approval_nobody_voted_on_ends_with_an_empty_list_and_a_plain_a
     rec = _record(reply_to)
     await _posted(store, rec)
     verdict = await store.resolve(Resolution(rec, "timeout", _prefix(rec, "timeout"), None, "timeout"))
-    assert verdict.result is not None and verdict.result["votes"] == []
+    assert verdict.result is not None and verdict.result.envelope.votes == []
     plain = rec.model_copy(update={"ask_id": "ask-2", "approval": None})
     await store.accept(
         plain, consumer="c1", lease_ms=30_000, pending_ttl_ms=120_000, entry_id="2-0", schedule_at_ms=None
     )
     verdict = await store.resolve(Resolution(plain, "timeout", _prefix(plain, "timeout"), None, "timeout"))
-    assert verdict.result is not None and verdict.result["votes"] is None
-    ResultEnvelope.model_validate(verdict.result)
+    assert verdict.result is not None and verdict.result.envelope.votes is None
 
 
 async def test_a_vote_after_the_deadline_is_refused_and_not_recorded(store: Store, reply_to: str) -> None:

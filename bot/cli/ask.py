@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import json
 import sys
-from typing import Any, TextIO
+from typing import Any, TextIO, get_args
 
 from redis.exceptions import RedisClusterException, ResponseError
 
@@ -27,6 +27,7 @@ from bot.durations import format_duration, parse_duration
 from bot.storage.diagnose import is_unreachable, unreachable_reason
 from contract import ContractError, normalize_ask_request
 from contract.envelopes import ResultEnvelope
+from contract.timeout import TimeoutPolicy
 
 __all__ = [
     "EXIT_ANSWERED",
@@ -118,7 +119,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="DURATION",
         help="deadline, e.g. 90s, 10m, 2h, 1d (omit for the bot's default)",
     )
-    a.add_argument("--on-timeout", choices=["cancel", "recommended", "error"], help="what the deadline does")
+    a.add_argument("--on-timeout", choices=get_args(TimeoutPolicy), help="what the deadline does")
     a.add_argument("--responder", dest="responders", action="append", metavar="USER_ID", help="may answer")
     a.add_argument("--usergroup", dest="usergroups", action="append", metavar="GROUP_ID", help="may answer")
     a.add_argument("--requester-name", metavar="NAME", help="who is asking, shown to the human")

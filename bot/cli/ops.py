@@ -22,6 +22,7 @@ from bot import results
 from bot.cli.redis_args import RedisTarget, add_redis_args, run_with_redis
 from bot.durations import format_duration
 from bot.storage.store import AskStatus, Resolution, Store, iso_ms
+from contract.envelopes import ResultResponder, ResultSlack
 
 __all__ = ["add_parser"]
 
@@ -101,7 +102,7 @@ def _print_status(status: AskStatus) -> None:
         print(f"  {entry.at}  {entry.event}{who}{detail}")
     if status.result is not None:
         print("result text:")
-        for line in str(status.result.get("text", "")).splitlines():
+        for line in status.result.text.splitlines():
             print(f"  {line}")
 
 
@@ -167,13 +168,13 @@ async def _dismiss(store: Store, _: Redis, args: argparse.Namespace) -> int:
         rec = loaded.record
         by = str(args.by)[:80]
         where = loaded.messages[-1] if loaded.messages else None
-        slack = {"channel": where.channel, "ts": where.ts, "permalink": where.permalink} if where else None
+        slack = ResultSlack(channel=where.channel, ts=where.ts, permalink=where.permalink) if where else None
         ending = results.ended_without_answer(rec, "dismissed")
         prefix = results.result_prefix(
             ask_id=rec.ask_id,
             format=rec.format,
             ending=ending,
-            responder={"id": by, "name": by},
+            responder=ResultResponder(id=by, name=by),
             slack=slack,
             created_at=iso_ms(rec.created_ms),
         )

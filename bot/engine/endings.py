@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import datetime
-from typing import Any
 
 from bot import render, results
 from bot.engine.room import Room
@@ -13,36 +11,14 @@ from bot.errors import SlackError, SlackPermanentError
 from bot.logs import bind_ask_id
 from bot.metrics import METRICS
 from bot.model import AskRecord, PostedMessage
-from bot.slack.interactions import (
-    SlackUser,
-)
+from bot.slack.interactions import SlackUser
 from bot.slack.pacing import Priority
 from bot.storage.store import Resolution, ResolveVerdict, iso_ms
+from contract.envelopes import ResultResponder, ResultSlack
 
-__all__ = ["Endings", "summary_lines"]
+__all__ = ["Endings"]
 
 log = logging.getLogger(__name__)
-
-
-def _iso_to_ms(text: str | None) -> int:
-    if not text:
-        return 0
-    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
-
-
-def summary_lines(rec: AskRecord, result: dict[str, Any]) -> list[str]:
-    """A few lines saying what was answered, for the ended Slack message."""
-    if rec.format == "rich" and rec.form is not None:
-        labels = {q.id: q.label for q in rec.form.questions}
-        lines = []
-        for answer in result.get("answers") or []:
-            value = answer.get("value")
-            shown = ", ".join(value) if isinstance(value, list) else str(value or "")
-            lines.append(f"{labels.get(answer.get('id'), answer.get('id'))}: {shown or '(empty)'}")
-        return lines
-    text = str(result.get("text") or "")
-    body = text.split("\n\n", 1)[0].splitlines()
-    return body[1:] if body and body[0] == "User answers:" else body
 
 
 class Endings(Room):
@@ -91,16 +67,16 @@ class Endings(Room):
     ) -> str:
         slack_ref = None
         if where is not None:
-            slack_ref = {
-                "channel": where.channel,
-                "ts": where.ts,
-                "permalink": where.permalink or await self.slack.permalink(where.channel, where.ts),
-            }
+            slack_ref = ResultSlack(
+                channel=where.channel,
+                ts=where.ts,
+                permalink=where.permalink or await self.slack.permalink(where.channel, where.ts),
+            )
         return results.result_prefix(
             ask_id=rec.ask_id,
             format=rec.format,
             ending=ending,
-            responder={"id": actor.id, "name": actor.display} if actor is not None else None,
+            responder=ResultResponder(id=actor.id, name=actor.display) if actor is not None else None,
             slack=slack_ref,
             created_at=iso_ms(rec.created_ms),
         )
@@ -109,7 +85,7 @@ class Endings(Room):
         self,
         rec: AskRecord,
         messages: Sequence[PostedMessage],
-        result: dict[str, Any],
+        result: results.StoredResult,
         by: str | None,
         *,
         reason: str | None = None,
@@ -126,22 +102,21 @@ class Endings(Room):
             # the clean-up timer goes at once.
             await self.store.finalize(rec.tag, rec.ask_id, 0)
             return
-        if reason is None and result.get("outcome") == "cancelled" and by is None:
+        if reason is None and result.outcome == "cancelled" and by is None:
             reason = ""
-        if reason is None and result.get("outcome") == "cancelled":
+        if reason is None and result.outcome == "cancelled":
             # A Decline's reason travels in every answer's note (protocol section 9), so a redraw
             # by the sweeper shows it too.
-            notes = [a.get("note") for a in result.get("answers") or [] if isinstance(a, dict)]
-            reason = next((n for n in notes if isinstance(n, str) and n), None)
-        votes = result.get("votes")
+            reason = next((a.note for a in result.answers if a.note), None)
         ended = render.render_ended_message(
             rec,
-            outcome=str(result.get("outcome")),
+            outcome=result.outcome,
             responder_id=by,
-            resolved_ms=_iso_to_ms(result.get("resolved_at")),
-            summary=summary_lines(rec, result),
+            resolved_ms=result.resolved_ms,
+            answers=result.answers,
+            form=result.form,
             reason=reason,
-            votes=votes if isinstance(votes, list) else None,
+            votes=result.envelope.votes,
         )
         ok = 0
         for message in messages:

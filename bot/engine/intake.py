@@ -21,7 +21,7 @@ from bot.metrics import METRICS
 from bot.model import AskRecord, PostedMessage
 from bot.storage.keys import slot_tag
 from bot.storage.store import AcceptVerdict, Entry, iso_ms
-from contract.envelopes import EnvelopeError, parse_ask_envelope, parse_cancel_envelope
+from contract.envelopes import EnvelopeError, ResultError, parse_ask_envelope, parse_cancel_envelope
 
 __all__ = ["Intake"]
 
@@ -66,7 +66,7 @@ class Intake(Room):
         if loaded is None or loaded.state == "ended" or loaded.record.reply_to != env.reply_to:
             return
         METRICS.asks.labels(result="unavailable").inc()
-        error = {"code": "delivery_failed", "message": f"the bot could not deliver this ask: {reason}"}
+        error = ResultError(code="delivery_failed", message=f"the bot could not deliver this ask: {reason}")
         await self.endings.end(
             loaded.record,
             results.ended_without_answer(loaded.record, "unavailable", error=error),
@@ -154,7 +154,7 @@ class Intake(Room):
         if isinstance(built, Rejection):
             METRICS.asks.labels(result=built.code).inc()
             if built.kind == "unavailable":
-                error = {"code": built.code, "message": built.message}
+                error = ResultError(code=built.code, message=built.message)
                 ending = results.ended_without_answer(rec, "unavailable", error=error)
             else:
                 ending = results.envelope_error(built.code, built.message)
@@ -355,7 +355,7 @@ class Intake(Room):
             await self.endings.end(
                 rec,
                 results.ended_without_answer(
-                    rec, "unavailable", error={"code": exc.code, "message": message_text}
+                    rec, "unavailable", error=ResultError(code=exc.code, message=message_text)
                 ),
                 actor=None,
                 event="unavailable",

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from bot import render, results
 from bot.engine.endings import Endings
@@ -23,6 +22,7 @@ from bot.model import AskRecord, PostedMessage
 from bot.slack.interactions import SlackUser
 from bot.storage.store import LoadedAsk, Vote
 from contract import QuestionAnswer
+from contract.envelopes import ResultResponder, ResultVote
 
 __all__ = ["REQUESTER_UNKNOWN", "Votes"]
 
@@ -64,7 +64,9 @@ class Votes(Room):
         # Exactly the result of one person choosing this option, should this vote decide.
         ending = results.answered(rec, [QuestionAnswer(id=question.id, status="answered", selected=[option])])
         prefix = await self.endings.result_prefix(rec, ending, actor=user, where=acted_on)
-        verdict = await self.store.vote(Vote(rec, {"id": user.id, "name": user.display}, option, prefix))
+        verdict = await self.store.vote(
+            Vote(rec, ResultResponder(id=user.id, name=user.display), option, prefix)
+        )
         if verdict.verdict == "won":
             assert verdict.result is not None
             METRICS.results.labels(outcome="answered").inc()
@@ -87,7 +89,7 @@ class Votes(Room):
         Votes arriving together may draw out of order, and the ask may end between a read and a draw:
         after drawing, the votes are read again and the tally redrawn (or the ended form drawn) until
         what Slack shows is what Redis holds."""
-        drawn: list[dict[str, Any]] | None = None
+        drawn: list[ResultVote] | None = None
         for _ in range(_REDRAWS):
             fresh = await self.store.load(rec.tag, rec.ask_id)
             if fresh is None:
@@ -102,7 +104,7 @@ class Votes(Room):
             drawn = list(fresh.votes or [])
             await self._draw(fresh, drawn)
 
-    async def _draw(self, loaded: LoadedAsk, votes: Sequence[Mapping[str, Any]]) -> None:
+    async def _draw(self, loaded: LoadedAsk, votes: Sequence[ResultVote]) -> None:
         rec = loaded.record
         bind_ask_id(rec.ask_id)
         now_ms = int(time.time() * 1000)  # display only ("due in 5 min"); decisions use Redis time

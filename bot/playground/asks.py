@@ -106,8 +106,8 @@ async def stored_results(store: Store) -> list[dict[str, Any]]:
     """The result of every ended ask the store keeps, tagged with its reply list as ``_list``."""
     found = []
     async for loaded in _asks(store):
-        if loaded.state == "ended" and isinstance(loaded.result, dict):
-            found.append({**loaded.result, "_list": loaded.record.reply_to})
+        if loaded.state == "ended" and loaded.result is not None:
+            found.append({**loaded.result.envelope.to_wire(), "_list": loaded.record.reply_to})
     return found
 
 

@@ -4,8 +4,8 @@ count.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Final, Literal
+from collections.abc import Sequence
+from typing import Final, Literal
 
 from slack_sdk.models.blocks import Block
 
@@ -24,8 +24,11 @@ from bot.render.shared import (
 )
 from bot.render.tally import ended_votes_lines
 from bot.slack.blockkit import check_message
+from contract.envelopes import ResultVote
+from contract.question import QuestionAnswer
+from contract.rich import RichAnswer, RichFormResult
 
-__all__ = ["ENDED_OUTCOMES", "RefusalKind", "render_ended_message", "render_refusal"]
+__all__ = ["ENDED_OUTCOMES", "RefusalKind", "render_ended_message", "render_refusal", "summary_lines"]
 
 ENDED_OUTCOMES: Final = (
     "answered",
@@ -84,15 +87,18 @@ def render_ended_message(
     outcome: str,
     responder_id: str | None,
     resolved_ms: int,
-    summary: Sequence[str],
+    answers: Sequence[QuestionAnswer] = (),
+    form: RichFormResult | None = None,
     reason: str | None = None,
-    votes: Sequence[Mapping[str, Any]] | None = None,
+    votes: Sequence[ResultVote] | None = None,
 ) -> Message:
     """The ask's message once it ended: the questions, compactly, and who ended it how and when.
 
     No interactive element at all (protocol section 10.3). ``outcome`` is one of :data:`ENDED_OUTCOMES`;
-    ``responder_id`` is a Slack user id the bot verified; ``summary`` and ``reason`` are untrusted text;
-    ``votes`` (approvals, protocol section 13) are the final votes, shown as who voted what.
+    ``responder_id`` is a Slack user id the bot verified; ``reason`` is untrusted text;
+    ``votes`` (approvals, protocol section 13) are the final votes, shown as who voted what. What was
+    answered is drawn from the typed result: ``answers`` (pi-question) or ``form`` (rich), see
+    :func:`summary_lines`.
     """
     questions = question_views(ask)
     who = _responder(responder_id)
@@ -106,7 +112,7 @@ def render_ended_message(
         text = cut(head + escape_mrkdwn(one_line(q.text)), per_question)
         if text.strip():
             blocks.append(section_block(text))
-    lines = [inline(line, 400) for line in summary if line and line.strip()]
+    lines = summary_lines(ask, answers, form)
     if lines:
         blocks.append(section_block(cut("\n".join(f"• {line}" for line in lines), 3000)))
     if votes:
@@ -118,6 +124,66 @@ def render_ended_message(
     message = Message(text=cut(escape_mrkdwn(one_line(f"{plain_words}: {title}")), 300), blocks=dicts(blocks))
     check_message(message.to_payload())
     return message
+
+
+def summary_lines(
+    ask: AskRecord, answers: Sequence[QuestionAnswer], form: RichFormResult | None
+) -> list[str]:
+    """What was answered, one escaped mrkdwn line a question: the question's text and the chosen options'
+    labels (never ids or values), the answerer's own text and notes. Questions nobody answered (a
+    timeout, a decline) have no line: the outcome line says what happened."""
+    if form is not None:
+        return [] if form.cancelled else _rich_lines(form)
+    if ask.request is None:
+        return []
+    lines: list[str] = []
+    # By position, as the contract matches answers to questions.
+    for question, answer in zip(ask.request.questions, answers, strict=False):
+        if answer.status != "answered":
+            continue
+        labels = [question.options[i].label for i in answer.selected if 0 <= i < len(question.options)]
+        shown = _choices(labels, answer.custom_text)
+        if answer.defaulted:
+            shown += " (the default)"
+        notes = [] if answer.defaulted else [answer.note]
+        lines.append(_line(question.question, shown, notes))
+    return lines
+
+
+def _rich_lines(form: RichFormResult) -> list[str]:
+    by_id: dict[str, RichAnswer] = {a.id: a for a in form.answers}
+    lines: list[str] = []
+    for question in form.questions:
+        answer = by_id.get(question.id)
+        if answer is None:
+            continue
+        labels: list[str] = []
+        if question.type == "text":
+            text = answer.value if isinstance(answer.value, str) else ", ".join(answer.value)
+            shown = _choices(labels, text)
+        else:
+            indexes = answer.selected_option_indexes or []
+            labels = [question.options[i].label for i in indexes if 0 <= i < len(question.options)]
+            shown = _choices(labels, answer.custom_value if answer.was_custom else None)
+        # A note belongs to an option; it is named when several were chosen.
+        notes = [f"{n.label}: {n.note}" if len(labels) > 1 else n.note for n in answer.option_notes or []]
+        lines.append(_line(question.prompt, shown, notes))
+    if form.additional_text and form.additional_text.strip():
+        lines.append(f"Notes: {inline(form.additional_text, 600)}")
+    return lines
+
+
+def _choices(labels: Sequence[str], own: str | None) -> str:
+    """Option labels, then the answerer's own text in quotes; escaped."""
+    shown = [inline(label, 150) for label in labels]
+    if own and own.strip():
+        shown.append(f"“{inline(own, 600)}”")
+    return ", ".join(shown) if shown else "(no answer)"
+
+
+def _line(question: str, shown: str, notes: Sequence[str | None]) -> str:
+    said = [inline(note, 300) for note in notes if note and note.strip()]
+    return f"{inline(question, 150)} → {shown}" + "".join(f" · note: {note}" for note in said)
 
 
 _REFUSALS: Final[dict[str, str]] = {

@@ -7,7 +7,7 @@ the button's :class:`~bot.ids.AskRef` value.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from slack_sdk.models.blocks import ActionsBlock, Block, ButtonElement, DividerBlock
@@ -38,6 +38,7 @@ from bot.render.shared import (
 )
 from bot.render.tally import approval_about, tally_text
 from bot.slack.blockkit import MESSAGE_MAX_BLOCKS, blocks_text_length, check_message, validate_message
+from contract.envelopes import ResultVote
 
 __all__ = ["render_ask_message"]
 
@@ -49,7 +50,7 @@ def render_ask_message(
     step: int = 0,
     mentions: Sequence[str] = (),
     elsewhere: Sequence[str] = (),
-    votes: Sequence[Mapping[str, Any]] = (),
+    votes: Sequence[ResultVote] = (),
 ) -> Message:
     """The message that carries an ask: header, context, each question, then the buttons.
 
@@ -92,7 +93,7 @@ def _ask_blocks(
     step: int,
     tokens: list[str],
     elsewhere: Sequence[str],
-    votes: Sequence[Mapping[str, Any]],
+    votes: Sequence[ResultVote],
 ) -> list[dict[str, Any]]:
     cutter = Cutter(split=level.split)
     blocks: list[Block] = [header_block(ask_title(ask))]

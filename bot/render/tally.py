@@ -7,26 +7,22 @@ escaped like any other.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from bot.model import AskRecord
 from bot.render.mrkdwn import cut
 from bot.render.shared import inline
 from contract.approval import tally
+from contract.envelopes import ResultVote
 
 __all__ = ["approval_about", "ended_votes_lines", "tally_text", "voter_name"]
 
-Votes = Sequence[Mapping[str, Any]]
+Votes = Sequence[ResultVote]
 
 
-def voter_name(vote: Mapping[str, Any]) -> str:
+def voter_name(vote: ResultVote) -> str:
     """The name a vote shows: the user's name, else their id (never a mention)."""
-    user = vote.get("user")
-    if not isinstance(user, Mapping):
-        return "someone"
-    name = user.get("name") or user.get("id") or "someone"
-    return inline(str(name), 80)
+    return inline(vote.user.name or vote.user.id or "someone", 80)
 
 
 def _labels(ask: AskRecord) -> list[str]:
@@ -58,7 +54,7 @@ def tally_text(ask: AskRecord, votes: Votes) -> str:
         return ""
     labels = _labels(ask)
     lines: list[str] = []
-    for i, voters in enumerate(tally([dict(v) for v in votes], len(labels))):
+    for i, voters in enumerate(tally(votes, len(labels))):
         needed = 1 if i in approval.veto else approval.count
         names = ", ".join(voter_name(v) for v in voters) or "no votes yet"
         veto = " (veto)" if i in approval.veto else ""
@@ -71,8 +67,7 @@ def ended_votes_lines(ask: AskRecord, votes: Votes) -> list[str]:
     labels = _labels(ask)
     lines: list[str] = []
     for vote in votes:
-        selected = vote.get("selected")
-        index = selected[0] if isinstance(selected, list) and selected else None
-        label = labels[index] if isinstance(index, int) and 0 <= index < len(labels) else "?"
+        index = vote.selected[0] if vote.selected else None
+        label = labels[index] if index is not None and 0 <= index < len(labels) else "?"
         lines.append(f"{voter_name(vote)}: {inline(label, 75)}")
     return lines

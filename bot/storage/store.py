@@ -21,8 +21,10 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from bot.errors import StoreError
 from bot.model import AskRecord, AskState, PostedMessage
+from bot.results import StoredResult, parse_result
 from bot.storage.keys import AUDIT_MAX, DEAD_MAXLEN, GROUP, AskKeys, Keys, due_member, parse_due_member
 from bot.storage.scripts import SCRIPT_NAMES, script_source
+from contract.envelopes import ResultEnvelope, ResultResponder, ResultVote
 
 __all__ = [
     "AcceptVerdict",
@@ -56,12 +58,23 @@ def _s(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _votes(stored: str | None) -> list[dict[str, Any]]:
-    """The hash's ``votes`` field (see vote.lua) in the result's form."""
-    out: list[dict[str, Any]] = []
-    for v in json.loads(stored) if stored else []:
-        out.append({"user": json.loads(v["user"]), "selected": [int(v["s"])], "at": str(v["at"])})
-    return out
+def _votes(stored: str | None) -> list[ResultVote]:
+    """The hash's ``votes`` field (see vote.lua) as the result shows it."""
+    return [
+        ResultVote(
+            user=ResultResponder.model_validate_json(v["user"]), selected=[int(v["s"])], at=str(v["at"])
+        )
+        for v in (json.loads(stored) if stored else [])
+    ]
+
+
+def _stored_result(key: str, text: str | None) -> StoredResult | None:
+    if not text:
+        return None
+    try:
+        return parse_result(text)
+    except ValueError as exc:  # json's and pydantic's errors both are
+        raise StoreError(f"ask record {key} holds a result that cannot be read: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +129,7 @@ class AcceptVerdict:
 @dataclass(frozen=True, slots=True)
 class ResolveVerdict:
     verdict: Literal["won", "ended", "late", "missing", "moved"]
-    result: dict[str, Any] | None = None
+    result: StoredResult | None = None
     messages: list[PostedMessage] = field(default_factory=list)
     detail: str = ""
     undelivered: str = ""
@@ -128,8 +141,8 @@ class Vote:
     """One click on an approval ask (protocol section 13), ready for the vote script."""
 
     record: AskRecord
-    voter: dict[str, Any]
-    """The voter as the result shows them: ``{"id", "name"}``."""
+    voter: ResultResponder
+    """The voter as the result shows them."""
     option: int
     result_prefix: str
     """The result should this vote decide (the usual single-question result for ``option``)."""
@@ -142,8 +155,8 @@ class VoteVerdict:
     ``missing``: refused, nothing changed. ``votes`` is the result-form list after the vote."""
 
     verdict: Literal["won", "counted", "same", "ended", "late", "missing"]
-    votes: list[dict[str, Any]] = field(default_factory=list)
-    result: dict[str, Any] | None = None
+    votes: list[ResultVote] = field(default_factory=list)
+    result: StoredResult | None = None
     messages: list[PostedMessage] = field(default_factory=list)
     detail: str = ""
 
@@ -156,11 +169,11 @@ class LoadedAsk:
     step: int
     reminders: int
     outcome: str | None
-    result: dict[str, Any] | None
+    result: StoredResult | None
     by: str | None
     resolved_ms: int | None
     finalized: bool
-    votes: list[dict[str, Any]] | None = None
+    votes: list[ResultVote] | None = None
     """Approval asks: the votes so far, as the result will show them (None without approval)."""
 
 
@@ -199,7 +212,7 @@ class AskStatus(BaseModel):
     route: str
     step: int = 0
     audit: list[AuditEntry] | None = None
-    result: dict[str, Any] | None = None
+    result: ResultEnvelope | None = None
 
 
 class Store:
@@ -614,8 +627,10 @@ class Store:
                     "vote",
                     [k.ask, k.audit, record.reply_to],
                     [
-                        str(vote.voter["id"]),
-                        json.dumps(vote.voter, ensure_ascii=True, separators=(",", ":")),
+                        vote.voter.id,
+                        json.dumps(
+                            vote.voter.model_dump(mode="json"), ensure_ascii=True, separators=(",", ":")
+                        ),
                         vote.option,
                         record.approval.count,
                         "1" if vote.option in record.approval.veto else "0",
@@ -628,11 +643,12 @@ class Store:
         reply = [_s(x) for x in replies[-1]]
         verdict = reply[0]
         if verdict == "won":
-            result = json.loads(reply[1])
+            result = parse_result(reply[1])
             msgs = [PostedMessage.model_validate(m) for m in json.loads(reply[2] or "[]") or []]
-            return VoteVerdict("won", list(result.get("votes") or []), result, msgs)
+            return VoteVerdict("won", list(result.envelope.votes or []), result, msgs)
         if verdict in ("counted", "same"):
-            return VoteVerdict(verdict, json.loads(reply[1]))  # type: ignore[arg-type]
+            votes = [ResultVote.model_validate(v) for v in json.loads(reply[1])]
+            return VoteVerdict(verdict, votes)  # type: ignore[arg-type]
         return VoteVerdict(verdict, detail=reply[1] if len(reply) > 1 else "")  # type: ignore[arg-type]
 
     @staticmethod
@@ -642,7 +658,7 @@ class Store:
         if verdict == "won":
             msgs = [PostedMessage.model_validate(m) for m in json.loads(reply[2] or "[]") or []]
             undelivered = reply[3] if len(reply) > 3 else ""
-            return ResolveVerdict("won", json.loads(reply[1]), msgs, undelivered=undelivered)
+            return ResolveVerdict("won", parse_result(reply[1]), msgs, undelivered=undelivered)
         return ResolveVerdict(verdict, detail=reply[1] if len(reply) > 1 else "")  # type: ignore[arg-type]
 
     async def finalize(self, tag: str, ask_id: str, updated: int) -> None:
@@ -775,7 +791,7 @@ class Store:
             step=int(h.get("step") or 0),
             reminders=int(h.get("reminders") or 0),
             outcome=h.get("outcome") or None,
-            result=json.loads(h["result"]) if h.get("result") else None,
+            result=_stored_result(key, h.get("result")),
             by=h.get("by") or None,
             resolved_ms=int(h["resolved_ms"]) if h.get("resolved_ms") else None,
             finalized=h.get("finalized") == "1",
@@ -831,7 +847,7 @@ class Store:
             route=rec.route_text,
             step=loaded.step,
             audit=audit if full else None,
-            result=loaded.result if full else None,
+            result=loaded.result.envelope if full and loaded.result is not None else None,
         )
 
     async def get_status(self, ask_id: str) -> AskStatus | None:

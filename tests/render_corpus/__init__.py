@@ -24,9 +24,9 @@ from bot.render import (
     render_refusal,
     render_reminder,
 )
-from contract.envelopes import Approval, Requester
-from contract.question import AskRequest, Option, Question
-from contract.rich import NormalizedQuestion, RichForm, RichOption
+from contract.envelopes import Approval, Requester, ResultResponder, ResultVote
+from contract.question import AskRequest, Option, Question, QuestionAnswer
+from contract.rich import NormalizedQuestion, RichAnswer, RichForm, RichFormResult, RichOption
 
 __all__ = ["CASES", "HERE", "render_case", "snapshot_path", "snapshot_text"]
 
@@ -199,13 +199,49 @@ def hostile_ask() -> AskRecord:
     )
 
 
+def _answers(ask: AskRecord, outcome: str) -> list[QuestionAnswer]:
+    """What the result would hold: answered asks pick the first option, with the answerer's own text
+    and a hostile note on the first question; other endings answer nothing."""
+    if ask.request is None:
+        return []
+    if outcome != "answered":
+        return [QuestionAnswer(id=q.id, status="timeout") for q in ask.request.questions]
+    return [
+        QuestionAnswer(
+            id=q.id,
+            status="answered",
+            selected=[0],
+            custom_text="<!here> mine" if i == 0 else None,
+            note="<!channel> *ship* it <http://x|y>" if i == 0 else None,
+        )
+        for i, q in enumerate(ask.request.questions)
+    ]
+
+
+def _rich_answers(ask: AskRecord) -> RichFormResult | None:
+    if ask.form is None:
+        return None
+    answers = [
+        RichAnswer(
+            id=q.id,
+            type=q.type,
+            value=q.options[0].value if q.options else "typed <!here> text",
+            was_custom=not q.options,
+            selected_option_indexes=[0] if q.options else None,
+        )
+        for q in ask.form.questions
+    ]
+    return RichFormResult(questions=ask.form.questions, answers=answers, additional_text="Thanks *all*")
+
+
 def _ended(ask: AskRecord, outcome: str, responder: str | None, reason: str | None = None) -> Any:
     return render_ended_message(
         ask,
         outcome=outcome,
         responder_id=responder,
         resolved_ms=NOW + HOUR // 2,
-        summary=["q1: Postgres", "note: <!channel> *ship* it <http://x|y>"] if outcome == "answered" else [],
+        answers=_answers(ask, outcome),
+        form=_rich_answers(ask) if outcome == "answered" else None,
         reason=reason,
     )
 
@@ -221,8 +257,10 @@ def _approval_ask() -> AskRecord:
     )
 
 
-def _vote(user: str, name: str, option: int) -> dict[str, Any]:
-    return {"user": {"id": user, "name": name}, "selected": [option], "at": "2024-01-01T00:00:00.000Z"}
+def _vote(user: str, name: str, option: int) -> ResultVote:
+    return ResultVote(
+        user=ResultResponder(id=user, name=name), selected=[option], at="2024-01-01T00:00:00.000Z"
+    )
 
 
 # A hostile display name must show as text: no mention, no link.
@@ -266,7 +304,16 @@ CASES: dict[str, Case] = {
         outcome="answered",
         responder_id="U0ABC",
         resolved_ms=NOW,
-        summary=[hostile(4000)] * 8,
+        answers=[
+            QuestionAnswer(
+                id=f"q{i}",
+                status="answered",
+                selected=list(range(12)),
+                custom_text=hostile(4000),
+                note=hostile(4000),
+            )
+            for i in range(8)
+        ],
         reason=hostile(2000),
     ),
     "rich_message": lambda: render_ask_message(rich_form(), now_ms=NOW),
@@ -317,7 +364,7 @@ CASES: dict[str, Case] = {
         outcome="answered",
         responder_id="U0BOB",
         resolved_ms=NOW,
-        summary=["q1: Approve"],
+        answers=[QuestionAnswer(id="q1", status="answered", selected=[0])],
         votes=[*_VOTES, _vote("U0BOB", "Bob", 0)],
     ),
     "decline_modal": lambda: render_decline_modal(pi_ask(), META),
