@@ -76,6 +76,7 @@ async def cluster_harness(fake_slack: Any, cluster_port: int, prefix: str) -> As
     await h.start_replica()
     try:
         yield h
+        await h.verify()  # the invariant check and a log without crashes, as for every harness
     finally:
         await h.stop()
         await node.aclose()

@@ -32,6 +32,7 @@ async def idle(fake_slack: FakeSlack, redis: Redis, redis_url: str, prefix: str)
     h = Harness(fake=fake_slack, redis=redis, redis_url=redis_url, prefix=prefix)
     try:
         yield h
+        await h.verify()  # the invariant check and a log without crashes, as for every harness
     finally:
         await h.stop()
 
