@@ -20,7 +20,16 @@ import redis
 
 from bot.storage.embedded import free_port, redis_answers
 
-__all__ = ["Cluster", "RedisProc", "SentinelGroup", "TcpProxy", "cluster", "sentinel_group", "wait_until"]
+__all__ = [
+    "BotProc",
+    "Cluster",
+    "RedisProc",
+    "SentinelGroup",
+    "TcpProxy",
+    "cluster",
+    "sentinel_group",
+    "wait_until",
+]
 
 
 def wait_until(condition: Callable[[], object], *, timeout: float, what: str, every: float = 0.05) -> None:
@@ -334,3 +343,69 @@ class TcpProxy:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+@dataclass
+class BotProc:
+    """One ``python -m bot.cli serve --http`` replica as a real process (killed with SIGKILL, restarted
+    on the same port and consumer name, as a crashed pod comes back)."""
+
+    env: dict[str, str]
+    port: int
+    name: str
+    proc: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+    log_path: str = ""
+
+    def start(self) -> None:
+        import sys
+
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "REDIS_URL"))}
+        env.update(self.env)
+        env["SLACK_ASK_CONSUMER"] = self.name
+        self.log_path = self.log_path or tempfile.mkstemp(prefix=f"slack-ask-{self.name}-", suffix=".log")[1]
+        log = open(self.log_path, "ab")  # noqa: SIM115 - closed once the child has it
+        cmd = [
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "serve",
+            "--http",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+        ]
+        self.proc = subprocess.Popen(
+            cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+        self.starts += 1
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        self.proc = None
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        self.proc = None
+
+    def log(self) -> str:
+        with contextlib.suppress(OSError), open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+        return ""
