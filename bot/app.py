@@ -28,6 +28,7 @@ from bot.ids import (
     VIEW_OTHER,
     AskRef,
 )
+from bot.loops import log_failure
 from bot.slack.interactions import parse_block_action, parse_view_submission
 
 __all__ = ["build_app", "find_ask_ref", "prime_authorization"]
@@ -145,6 +146,12 @@ def build_app(
     app.event("channel_archive")(archived)
     app.event("group_archive")(archived)
     prime_authorization(app, client, engine.slack.identity)
+    @app.error
+    async def listener_failed(error: Exception) -> None:
+        # Bolt's default handler logs a traceback; a listener failing (Redis failing over, say) is
+        # one line, never logged as a crash (guarantee 10.5). Slack retries what was not acked.
+        log_failure(log, "a Slack request's listener", error)
+
     return app
 
 

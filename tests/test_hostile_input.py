@@ -22,6 +22,7 @@ import pytest
 
 from bot.playground import payloads
 from tests.harness import SIGNING_SECRET, Harness
+from tests.redis_procs import TcpProxy
 
 DEPLOY = {"id": "deploy", "question": "Deploy?", "options": ["Yes", "No"]}
 
@@ -159,6 +160,36 @@ async def test_healthz_is_503_naming_a_loop_whose_task_ended(harness: Harness) -
     assert await _eventually(ended)
     status, body = await _healthz(harness)
     assert status == 503 and body["down"] == ["sweeper"] and body["loops"]["sweeper"] == "stopped"
+
+
+async def test_a_click_while_redis_is_unreachable_is_one_log_line_not_a_traceback(
+    fake_slack: Any, redis: Any, redis_url: str, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
+    proxy = TcpProxy(port)
+    await proxy.start()
+    h = Harness(fake=fake_slack, redis=redis, redis_url=proxy.url, prefix=prefix)
+    try:
+        await h.start_replica()
+        env = h.envelope(DEPLOY)
+        await h.send(env)
+        [message] = await h.posted()
+        proxy.cut()
+        caplog.set_level(logging.WARNING)
+        await h.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+        await h.fake.wait_for(
+            lambda: [r for r in caplog.records if "listener failed" in r.getMessage()] or None,
+            timeout=20,
+            what="the listener's failure to be logged",
+        )
+        assert not h.log_watch.crashes, h.log_watch.crashes
+        proxy.restore()
+        await h.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+        assert (await h.result(env["reply_to"]))["outcome"] == "answered"
+        await h.verify()
+    finally:
+        await h.stop()
+        await proxy.stop()
 
 
 # -- 3. reply_to may not name the bot's keys, and is pushed to only when a list or missing ------------
