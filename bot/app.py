@@ -146,6 +146,7 @@ def build_app(
     app.event("channel_archive")(archived)
     app.event("group_archive")(archived)
     prime_authorization(app, client, engine.slack.identity)
+
     @app.error
     async def listener_failed(error: Exception) -> None:
         # Bolt's default handler logs a traceback; a listener failing (Redis failing over, say) is
