@@ -292,3 +292,16 @@ async def _until(check: Any, *, timeout: float, what: str) -> None:
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         await asyncio.sleep(0.05)
+
+
+async def test_waiting_out_a_long_rate_limit_is_not_a_failed_delivery(idle: Harness) -> None:
+    # Each Retry-After outlasts the intake lease (2 x 1.5 s), so each delivery gives up before
+    # posting; with a poison limit of 1, counting those would park the ask on the second round.
+    idle.fake.fail_next("chat.postMessage", retry_after=4, times=2)
+    await idle.start_replica(max_deliveries=1)
+    env = idle.envelope(DEPLOY)
+    await idle.send(env)
+    [message] = await idle.posted(timeout=30)
+    assert await idle.redis.xlen(f"{idle.prefix}:dead") == 0
+    await idle.fake.click("U0BOB", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+    assert (await idle.result(env["reply_to"]))["outcome"] == "answered"

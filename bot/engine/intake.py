@@ -348,6 +348,15 @@ class Intake(Room):
             # stays pending and is delivered again once the lease is over (429s are never counted
             # as Slack being unavailable; the lease bounds the wait, so no ask is posted twice).
             log.info("delivery of %s waits for its lease to end: %s", rec.ask_id, exc)
+            # Waiting out Slack's rate limit is no failed delivery either: the count goes back, and
+            # the next reclaim comes as the lease ends (SLACK_ASK_MAX_DELIVERIES counts failures only).
+            left_ms = max(int((deadline - time.monotonic()) * 1000), 0)
+            try:
+                await self.store.unclaim_busy(
+                    entry, self.consumer, lease_left_ms=left_ms, reclaim_idle_ms=self.settings.reclaim_idle_ms
+                )
+            except RedisError as redis_exc:
+                log.warning("could not hand back the delivery count of %s: %s", entry.id, redis_exc)
             return
         except SlackError as exc:
             METRICS.asks.labels(result="unavailable").inc()
