@@ -6,25 +6,33 @@ the result push onto ``reply_to`` happens inside the same script as the state ch
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel
-from redis.asyncio import Redis
-from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import NoScriptError, ResponseError
-
 from bot.errors import StoreError
-from bot.model import AskRecord, AskState, PostedMessage
-from bot.results import StoredResult, parse_result
-from bot.storage.keys import AUDIT_MAX, DEAD_MAXLEN, GROUP, AskKeys, Keys, due_member, parse_due_member
-from bot.storage.scripts import SCRIPT_NAMES, script_source
-from contract.envelopes import ResultEnvelope, ResultResponder, ResultVote
+from bot.model import AskRecord, PostedMessage
+from bot.results import parse_result
+from bot.storage.base import Step
+from bot.storage.keys import AUDIT_MAX, GROUP, AskKeys, due_member, parse_due_member
+from bot.storage.records import (
+    AcceptVerdict,
+    AskStatus,
+    AuditEntry,
+    Entry,
+    LoadedAsk,
+    Resolution,
+    ResolveVerdict,
+    Vote,
+    VoteVerdict,
+    _s,
+    _stored_result,
+    _votes,
+    iso_ms,
+)
+from bot.storage.stream import IntakeStream
+from contract.envelopes import ResultVote
 
 __all__ = [
     "AcceptVerdict",
@@ -42,367 +50,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-FINALIZE_AFTER_MS = 15_000
-"""How long after an ask ends a sweeper checks that its Slack messages were updated."""
 
-_Step = Callable[[Any], Any]
-"""Queues one command on a pipeline (or, on Redis Cluster, returns its coroutine on the client)."""
-
-
-def iso_ms(ms: int) -> str:
-    """RFC 3339 UTC with milliseconds, the same form the Lua scripts write."""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _votes(stored: str | None) -> list[ResultVote]:
-    """The hash's ``votes`` field (see vote.lua) as the result shows it."""
-    return [
-        ResultVote(
-            user=ResultResponder.model_validate_json(v["user"]), selected=[int(v["s"])], at=str(v["at"])
-        )
-        for v in (json.loads(stored) if stored else [])
-    ]
-
-
-def _stored_result(key: str, text: str | None) -> StoredResult | None:
-    if not text:
-        return None
-    try:
-        return parse_result(text)
-    except ValueError as exc:  # json's and pydantic's errors both are
-        raise StoreError(f"ask record {key} holds a result that cannot be read: {exc}") from None
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One intake stream entry."""
-
-    id: str
-    fields: dict[str, str]
-    deliveries: int = 1
-    problem: str | None = None
-    """Why the entry cannot be read at all (a field name or value that is not UTF-8); such fields are
-    kept with their bytes escaped, so the dead letter still shows them."""
-
-    @property
-    def created_ms(self) -> int:
-        return int(self.id.split("-", 1)[0])
-
-
-def _entry(entry_id: Any, raw: dict[Any, Any], deliveries: int = 1) -> Entry:
-    # A stream entry is agent input: one undecodable byte must become a dead letter, not an
-    # exception that ends the loop reading the stream (protocol section 1).
-    fields: dict[str, str] = {}
-    problem: str | None = None
-    for key, value in raw.items():
-        name, bad_name = _decode(key)
-        text, bad_value = _decode(value)
-        if bad_name and problem is None:
-            problem = f"a field name ({name[:40]!r}) is not UTF-8"
-        elif bad_value and problem is None:
-            problem = f"the {name[:40]!r} field is not UTF-8"
-        fields[name] = text
-    return Entry(_s(entry_id), fields, deliveries, problem)
-
-
-def _decode(value: Any) -> tuple[str, bool]:
-    if not isinstance(value, bytes):
-        return str(value), False
-    try:
-        return value.decode(), False
-    except UnicodeDecodeError:
-        return value.decode("utf-8", "backslashreplace"), True
-
-
-@dataclass(frozen=True, slots=True)
-class AcceptVerdict:
-    verdict: Literal["post", "busy", "posted", "ended", "cancel", "expired", "refused"]
-    detail: str = ""
-    entry: str = ""
-    """For ``ended``: the stream entry that first carried the ask (a different one means a re-send)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ResolveVerdict:
-    verdict: Literal["won", "ended", "late", "missing", "moved"]
-    result: StoredResult | None = None
-    messages: list[PostedMessage] = field(default_factory=list)
-    detail: str = ""
-    undelivered: str = ""
-    """For ``won``: why the result was not pushed ('' when it was): reply_to is a key of another type."""
-
-
-@dataclass(frozen=True, slots=True)
-class Vote:
-    """One click on an approval ask (protocol section 13), ready for the vote script."""
-
-    record: AskRecord
-    voter: ResultResponder
-    """The voter as the result shows them."""
-    option: int
-    result_prefix: str
-    """The result should this vote decide (the usual single-question result for ``option``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class VoteVerdict:
-    """``won``: this vote decided (``result``, ``messages`` as for resolve); ``counted``: recorded,
-    undecided; ``same``: a repeat of the voter's current vote, nothing changed; ``ended``, ``late``,
-    ``missing``: refused, nothing changed. ``votes`` is the result-form list after the vote."""
-
-    verdict: Literal["won", "counted", "same", "ended", "late", "missing"]
-    votes: list[ResultVote] = field(default_factory=list)
-    result: StoredResult | None = None
-    messages: list[PostedMessage] = field(default_factory=list)
-    detail: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class LoadedAsk:
-    record: AskRecord
-    state: AskState
-    messages: list[PostedMessage]
-    step: int
-    reminders: int
-    outcome: str | None
-    result: StoredResult | None
-    by: str | None
-    resolved_ms: int | None
-    finalized: bool
-    votes: list[ResultVote] | None = None
-    """Approval asks: the votes so far, as the result will show them (None without approval)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Resolution:
-    """One ending for ``resolve_many``."""
-
-    record: AskRecord
-    outcome: str
-    result_prefix: str
-    actor: str | None
-    event: str
-    detail: str = ""
-    refuse_late: bool = False
-    """An answer: refused (``late``) when it reaches Redis after the deadline."""
-    release_lease: bool = False
-    """Intake ends the ask without posting it (refused, unavailable, parked): no delivery is in flight,
-    so its clean-up need not wait for the intake lease (``finalize.lua``)."""
-
-
-class AuditEntry(BaseModel):
-    at: str
-    event: str
-    by: str | None
-    detail: str | None
-
-
-class AskStatus(BaseModel):
-    """What ``slack-ask status`` and ``list`` print (protocol section 12)."""
-
-    ask_id: str
-    state: AskState
-    outcome: str | None
-    created_at: str
-    deadline: str | None
-    route: str
-    step: int = 0
-    audit: list[AuditEntry] | None = None
-    result: ResultEnvelope | None = None
-
-
-class Store:
-    """Redis access for one deployment (key prefix)."""
-
-    def __init__(
-        self,
-        redis: Redis,
-        prefix: str = "slack-ask",
-        *,
-        retention_ms: int = 7 * 86_400_000,
-        finalize_after_ms: int = FINALIZE_AFTER_MS,
-    ) -> None:
-        self.redis = redis
-        self.keys = Keys(prefix)
-        self.retention_ms = retention_ms
-        self.finalize_after_ms = finalize_after_ms
-        self._cluster = isinstance(redis, RedisCluster)
-        self._shas = {name: hashlib.sha1(script_source(name).encode()).hexdigest() for name in SCRIPT_NAMES}
-
-    # -- scripts ---------------------------------------------------------------------------
-
-    async def load_scripts(self) -> None:
-        """SCRIPT LOAD every script (at start, and again after Redis lost them: restart, failover)."""
-        for name in SCRIPT_NAMES:
-            await self.redis.script_load(script_source(name))
-
-    def _script(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> _Step:
-        sha = self._shas[name]
-        return lambda pipe: pipe.evalsha(sha, len(keys), *keys, *args)
-
-    async def _direct(self, step: _Step) -> Any:
-        try:
-            return await step(self.redis)
-        except NoScriptError:
-            await self.load_scripts()
-            return await step(self.redis)
-
-    def _track(self, key: str, member: str) -> list[_Step]:
-        return [lambda pipe: pipe.sadd(key, member), lambda pipe: pipe.pexpire(key, self.retention_ms * 2)]
-
-    async def _run(self, steps: Sequence[_Step]) -> list[Any]:
-        """Run ``steps`` in one pipeline: one round trip. Scripts go as EVALSHA (redis-py would
-        otherwise add a SCRIPT EXISTS round trip to every pipeline); NOSCRIPT reloads and retries,
-        which is safe because every step is idempotent or a compare-and-set."""
-        if self._cluster:
-            # redis-py's cluster pipelines refuse EVALSHA: one command at a time, in order (each
-            # script is still atomic; only the round-trip saving is lost).
-            return [await self._direct(step) for step in steps]
-        for attempt in (1, 2):
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for step in steps:
-                    step(pipe)
-                try:
-                    return list(await pipe.execute())
-                except NoScriptError:
-                    if attempt == 2:
-                        raise
-                    await self.load_scripts()
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    # -- time and health -------------------------------------------------------------------
-
-    async def server_time_ms(self) -> int:
-        seconds, micros = await self.redis.time()
-        return int(seconds) * 1000 + int(micros) // 1000
-
-    async def eviction_policy(self) -> str | None:
-        """Redis's ``maxmemory-policy``, or None when the server does not tell (managed Redis)."""
-        try:
-            conf = await self.redis.config_get("maxmemory-policy")
-        except ResponseError:
-            return None
-        value = conf.get("maxmemory-policy") or conf.get(b"maxmemory-policy")  # type: ignore[call-overload]
-        return _s(value) if value is not None else None
-
-    # -- intake stream ---------------------------------------------------------------------
-
-    async def ensure_group(self) -> None:
-        """Create the consumer group at id 0 so asks sent before any bot ran are taken too."""
-        try:
-            await self.redis.xgroup_create(self.keys.asks, GROUP, id="0", mkstream=True)
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
-
-    @staticmethod
-    def _entries(reply: Any) -> list[Entry]:
-        out: list[Entry] = []
-        for _stream, items in reply or []:
-            for entry_id, fields in items:
-                if fields is None:  # deleted while pending
-                    continue
-                out.append(_entry(entry_id, fields))
-        return out
-
-    async def read(
-        self, consumer: str, *, count: int, block_ms: int | None, own_pending: bool = False
-    ) -> list[Entry]:
-        reply = await self.redis.xreadgroup(
-            GROUP, consumer, {self.keys.asks: "0" if own_pending else ">"}, count=count, block=block_ms
-        )
-        return self._entries(reply)
-
-    async def reclaim(
-        self, consumer: str, *, min_idle_ms: int, count: int = 50, skip: Collection[str] = ()
-    ) -> list[Entry]:
-        """Take over entries another consumer left pending too long (it probably died). ``skip``: the
-        entries this consumer is handling right now; claiming them would count a delivery that did
-        not fail."""
-        pending = await self.redis.xpending_range(
-            self.keys.asks, GROUP, min="-", max="+", count=count, idle=min_idle_ms
-        )
-        deliveries = {
-            _s(p["message_id"]): int(p["times_delivered"]) for p in pending if _s(p["message_id"]) not in skip
-        }
-        if not deliveries:
-            return []
-        claimed = await self.redis.xclaim(
-            self.keys.asks, GROUP, consumer, min_idle_time=min_idle_ms, message_ids=list(deliveries)
-        )
-        out: list[Entry] = []
-        gone: list[str] = []
-        rows: list[Any] = list(claimed)
-        for entry_id, fields in rows:
-            eid = _s(entry_id)
-            if not fields:
-                gone.append(eid)
-                continue
-            out.append(_entry(eid, fields, deliveries.get(eid, 1) + 1))
-        if gone:
-            await self.redis.xack(self.keys.asks, GROUP, *gone)
-        return out
-
-    async def unclaim_busy(
-        self, entry: Entry, consumer: str, *, lease_left_ms: int, reclaim_idle_ms: int
-    ) -> None:
-        """Undo what a reclaim that found a live lease did to the entry: that was no failed delivery.
-
-        XCLAIM counted one more delivery; the count goes back (``RETRYCOUNT``), so only deliveries that
-        really failed bring an entry to the poison limit. Its idle time is set so that the next reclaim
-        comes just as the lease ends (``IDLE``), not a whole reclaim period later."""
-        idle = max(reclaim_idle_ms - lease_left_ms, 0)
-        await self.redis.xclaim(
-            self.keys.asks,
-            GROUP,
-            consumer,
-            min_idle_time=0,
-            message_ids=[entry.id],
-            idle=idle,
-            retrycount=max(entry.deliveries - 1, 0),
-            justid=True,
-        )
-
-    async def touch(self, consumer: str, entry_ids: Sequence[str], *, min_idle_ms: int) -> None:
-        """Keep entries this consumer still holds (waiting locally for a busy channel's rate limit)
-        from looking abandoned: XCLAIM JUSTID resets their idle time and counts no delivery. Entries
-        idle less than ``min_idle_ms`` (just taken over by another replica, say) are left alone."""
-        if entry_ids:
-            await self.redis.xclaim(
-                self.keys.asks,
-                GROUP,
-                consumer,
-                min_idle_time=min_idle_ms,
-                message_ids=list(entry_ids),
-                justid=True,
-            )
-
-    async def drop_idle_consumers(self, consumer: str, *, min_idle_ms: int) -> list[str]:
-        """Remove the group's consumers other than ``consumer`` that have nothing pending and were
-        idle longer than ``min_idle_ms`` (in one script, so none gets an entry in between)."""
-        [reply] = await self._run(
-            [self._script("drop_consumers", [self.keys.asks], [consumer, min_idle_ms, GROUP])]
-        )
-        return [_s(name) for name in reply]
-
-    async def ack(self, entry_id: str) -> None:
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.xack(self.keys.asks, GROUP, entry_id)
-            pipe.xdel(self.keys.asks, entry_id)
-            await pipe.execute()
-
-    async def dead_letter(self, entry: Entry, reason: str) -> None:
-        """Park an entry nobody can answer (no readable reply_to, or poison) with its reason, then ack it."""
-        fields: dict[str, str] = {**entry.fields, "reason": reason, "entry_id": entry.id}
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.xadd(self.keys.dead, fields, maxlen=DEAD_MAXLEN, approximate=True)  # type: ignore[arg-type]
-            pipe.xack(self.keys.asks, GROUP, entry.id)
-            pipe.xdel(self.keys.asks, entry.id)
-            await pipe.execute()
+class Store(IntakeStream):
+    """Redis access for one deployment (key prefix): the intake stream (:class:`IntakeStream`), ask
+    records, results, timers and the operators' reads."""
 
     # -- ask records -----------------------------------------------------------------------
 
@@ -448,7 +99,7 @@ class Store:
         schedule_at_ms: int | None,
     ) -> AcceptVerdict:
         k = self.ask_keys(record.tag, record.ask_id)
-        steps: list[_Step] = []
+        steps: list[Step] = []
         if schedule_at_ms is not None:
             # Timer first: a crash right after accept must not leave an ask without its deadline.
             # NX: a duplicate entry must not move the timer of an ask already in flight.
@@ -500,7 +151,7 @@ class Store:
         remember which channels it lives in, so archiving a channel can dismiss it)."""
         k = self.ask_keys(tag, ask_id)
         payload = json.dumps([m.model_dump() for m in messages])
-        steps: list[_Step] = []
+        steps: list[Step] = []
         if track_channel:
             for channel_key in {self.keys.channel(m.channel) for m in messages}:
                 steps.extend(self._track(channel_key, due_member(ask_id, tag)))
@@ -564,7 +215,7 @@ class Store:
 
     async def resolve_many(self, resolutions: Sequence[Resolution]) -> list[ResolveVerdict]:
         """``resolve`` for many asks in one round trip (the sweeper's timeouts)."""
-        steps: list[_Step] = []
+        steps: list[Step] = []
         for resolution in resolutions:
             steps.extend(self._resolve_steps(resolution))
         replies = await self._run(steps)
@@ -574,7 +225,7 @@ class Store:
 
     async def _after_resolved(self, ended: Sequence[tuple[AskRecord, ResolveVerdict]]) -> None:
         """The id index of an ask that just ended gets the record's new lifetime (the retention)."""
-        steps: list[_Step] = []
+        steps: list[Step] = []
         for record, verdict in ended:
             if verdict.verdict == "won":
                 if verdict.undelivered:
@@ -584,7 +235,7 @@ class Store:
         if steps:
             await self._run(steps)
 
-    def _resolve_steps(self, r: Resolution) -> list[_Step]:
+    def _resolve_steps(self, r: Resolution) -> list[Step]:
         record = r.record
         k = self.ask_keys(record.tag, record.ask_id)
         member = due_member(record.ask_id, record.tag)
@@ -692,7 +343,7 @@ class Store:
 
         The clean-up timer set by resolve goes with it; should more messages have appeared meanwhile
         (the script answers 0), the timer is still needed and is set again."""
-        steps: list[_Step] = []
+        steps: list[Step] = []
         for ask_id, tag, updated in asks:
             steps.append(self._script("finalize", [self.ask_keys(tag, ask_id).ask], [updated]))
             steps.append(self._zrem_due(ask_id, tag))
@@ -716,7 +367,7 @@ class Store:
             return
         keys = [self.ask_keys(tag, ask_id).ask for ask_id, tag in asks]
         raws = await self._run([lambda pipe, key=key: pipe.hget(key, "msgs") for key in keys])  # type: ignore[misc]
-        steps: list[_Step] = []
+        steps: list[Step] = []
         for (ask_id, tag), raw in zip(asks, raws, strict=True):
             member = due_member(ask_id, tag)
             channels = {str(m.get("channel")) for m in json.loads(_s(raw) if raw else "[]") or []}
@@ -726,7 +377,7 @@ class Store:
         if steps:
             await self._run(steps)
 
-    def _zrem_due(self, ask_id: str, tag: str) -> _Step:
+    def _zrem_due(self, ask_id: str, tag: str) -> Step:
         member = due_member(ask_id, tag)
         return lambda pipe: pipe.zrem(self.keys.due, member)
 

@@ -1,0 +1,99 @@
+"""What every part of the store shares: the connection, key names, and running Lua scripts in one round
+trip (one command at a time on Redis Cluster)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import NoScriptError, ResponseError
+
+from bot.storage.keys import Keys
+from bot.storage.records import _s
+from bot.storage.scripts import SCRIPT_NAMES, script_source
+
+__all__ = ["FINALIZE_AFTER_MS", "Step", "StoreBase"]
+
+FINALIZE_AFTER_MS = 15_000
+"""How long after an ask ends a sweeper checks that its Slack messages were updated."""
+
+Step = Callable[[Any], Any]
+"""Queues one command on a pipeline (or, on Redis Cluster, returns its coroutine on the client)."""
+
+
+class StoreBase:
+    """Redis access for one deployment (key prefix): the connection, its keys, scripts and time."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        prefix: str = "slack-ask",
+        *,
+        retention_ms: int = 7 * 86_400_000,
+        finalize_after_ms: int = FINALIZE_AFTER_MS,
+    ) -> None:
+        self.redis = redis
+        self.keys = Keys(prefix)
+        self.retention_ms = retention_ms
+        self.finalize_after_ms = finalize_after_ms
+        self._cluster = isinstance(redis, RedisCluster)
+        self._shas = {name: hashlib.sha1(script_source(name).encode()).hexdigest() for name in SCRIPT_NAMES}
+
+    # -- scripts ---------------------------------------------------------------------------
+
+    async def load_scripts(self) -> None:
+        """SCRIPT LOAD every script (at start, and again after Redis lost them: restart, failover)."""
+        for name in SCRIPT_NAMES:
+            await self.redis.script_load(script_source(name))
+
+    def _script(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Step:
+        sha = self._shas[name]
+        return lambda pipe: pipe.evalsha(sha, len(keys), *keys, *args)
+
+    async def _direct(self, step: Step) -> Any:
+        try:
+            return await step(self.redis)
+        except NoScriptError:
+            await self.load_scripts()
+            return await step(self.redis)
+
+    def _track(self, key: str, member: str) -> list[Step]:
+        return [lambda pipe: pipe.sadd(key, member), lambda pipe: pipe.pexpire(key, self.retention_ms * 2)]
+
+    async def _run(self, steps: Sequence[Step]) -> list[Any]:
+        """Run ``steps`` in one pipeline: one round trip. Scripts go as EVALSHA (redis-py would
+        otherwise add a SCRIPT EXISTS round trip to every pipeline); NOSCRIPT reloads and retries,
+        which is safe because every step is idempotent or a compare-and-set."""
+        if self._cluster:
+            # redis-py's cluster pipelines refuse EVALSHA: one command at a time, in order (each
+            # script is still atomic; only the round-trip saving is lost).
+            return [await self._direct(step) for step in steps]
+        for attempt in (1, 2):
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for step in steps:
+                    step(pipe)
+                try:
+                    return list(await pipe.execute())
+                except NoScriptError:
+                    if attempt == 2:
+                        raise
+                    await self.load_scripts()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- time and health -------------------------------------------------------------------
+
+    async def server_time_ms(self) -> int:
+        seconds, micros = await self.redis.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    async def eviction_policy(self) -> str | None:
+        """Redis's ``maxmemory-policy``, or None when the server does not tell (managed Redis)."""
+        try:
+            conf = await self.redis.config_get("maxmemory-policy")
+        except ResponseError:
+            return None
+        value = conf.get("maxmemory-policy") or conf.get(b"maxmemory-policy")  # type: ignore[call-overload]
+        return _s(value) if value is not None else None

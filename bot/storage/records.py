@@ -1,0 +1,195 @@
+"""The store's records: what it reads from Redis and hands back, typed (entries, verdicts, loaded asks,
+statuses), and the conversions at that edge."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from bot.errors import StoreError
+from bot.model import AskRecord, AskState, PostedMessage
+from bot.results import StoredResult, parse_result
+from contract.envelopes import ResultEnvelope, ResultResponder, ResultVote
+
+__all__ = [
+    "AcceptVerdict",
+    "AskStatus",
+    "AuditEntry",
+    "Entry",
+    "LoadedAsk",
+    "Resolution",
+    "ResolveVerdict",
+    "Vote",
+    "VoteVerdict",
+    "iso_ms",
+]
+
+
+def iso_ms(ms: int) -> str:
+    """RFC 3339 UTC with milliseconds, the same form the Lua scripts write."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _votes(stored: str | None) -> list[ResultVote]:
+    """The hash's ``votes`` field (see vote.lua) as the result shows it."""
+    return [
+        ResultVote(
+            user=ResultResponder.model_validate_json(v["user"]), selected=[int(v["s"])], at=str(v["at"])
+        )
+        for v in (json.loads(stored) if stored else [])
+    ]
+
+
+def _stored_result(key: str, text: str | None) -> StoredResult | None:
+    if not text:
+        return None
+    try:
+        return parse_result(text)
+    except ValueError as exc:  # json's and pydantic's errors both are
+        raise StoreError(f"ask record {key} holds a result that cannot be read: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One intake stream entry."""
+
+    id: str
+    fields: dict[str, str]
+    deliveries: int = 1
+    problem: str | None = None
+    """Why the entry cannot be read at all (a field name or value that is not UTF-8); such fields are
+    kept with their bytes escaped, so the dead letter still shows them."""
+
+    @property
+    def created_ms(self) -> int:
+        return int(self.id.split("-", 1)[0])
+
+
+def _entry(entry_id: Any, raw: dict[Any, Any], deliveries: int = 1) -> Entry:
+    # A stream entry is agent input: one undecodable byte must become a dead letter, not an
+    # exception that ends the loop reading the stream (protocol section 1).
+    fields: dict[str, str] = {}
+    problem: str | None = None
+    for key, value in raw.items():
+        name, bad_name = _decode(key)
+        text, bad_value = _decode(value)
+        if bad_name and problem is None:
+            problem = f"a field name ({name[:40]!r}) is not UTF-8"
+        elif bad_value and problem is None:
+            problem = f"the {name[:40]!r} field is not UTF-8"
+        fields[name] = text
+    return Entry(_s(entry_id), fields, deliveries, problem)
+
+
+def _decode(value: Any) -> tuple[str, bool]:
+    if not isinstance(value, bytes):
+        return str(value), False
+    try:
+        return value.decode(), False
+    except UnicodeDecodeError:
+        return value.decode("utf-8", "backslashreplace"), True
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptVerdict:
+    verdict: Literal["post", "busy", "posted", "ended", "cancel", "expired", "refused"]
+    detail: str = ""
+    entry: str = ""
+    """For ``ended``: the stream entry that first carried the ask (a different one means a re-send)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolveVerdict:
+    verdict: Literal["won", "ended", "late", "missing", "moved"]
+    result: StoredResult | None = None
+    messages: list[PostedMessage] = field(default_factory=list)
+    detail: str = ""
+    undelivered: str = ""
+    """For ``won``: why the result was not pushed ('' when it was): reply_to is a key of another type."""
+
+
+@dataclass(frozen=True, slots=True)
+class Vote:
+    """One click on an approval ask (protocol section 13), ready for the vote script."""
+
+    record: AskRecord
+    voter: ResultResponder
+    """The voter as the result shows them."""
+    option: int
+    result_prefix: str
+    """The result should this vote decide (the usual single-question result for ``option``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class VoteVerdict:
+    """``won``: this vote decided (``result``, ``messages`` as for resolve); ``counted``: recorded,
+    undecided; ``same``: a repeat of the voter's current vote, nothing changed; ``ended``, ``late``,
+    ``missing``: refused, nothing changed. ``votes`` is the result-form list after the vote."""
+
+    verdict: Literal["won", "counted", "same", "ended", "late", "missing"]
+    votes: list[ResultVote] = field(default_factory=list)
+    result: StoredResult | None = None
+    messages: list[PostedMessage] = field(default_factory=list)
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedAsk:
+    record: AskRecord
+    state: AskState
+    messages: list[PostedMessage]
+    step: int
+    reminders: int
+    outcome: str | None
+    result: StoredResult | None
+    by: str | None
+    resolved_ms: int | None
+    finalized: bool
+    votes: list[ResultVote] | None = None
+    """Approval asks: the votes so far, as the result will show them (None without approval)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """One ending for ``resolve_many``."""
+
+    record: AskRecord
+    outcome: str
+    result_prefix: str
+    actor: str | None
+    event: str
+    detail: str = ""
+    refuse_late: bool = False
+    """An answer: refused (``late``) when it reaches Redis after the deadline."""
+    release_lease: bool = False
+    """Intake ends the ask without posting it (refused, unavailable, parked): no delivery is in flight,
+    so its clean-up need not wait for the intake lease (``finalize.lua``)."""
+
+
+class AuditEntry(BaseModel):
+    at: str
+    event: str
+    by: str | None
+    detail: str | None
+
+
+class AskStatus(BaseModel):
+    """What ``slack-ask status`` and ``list`` print (protocol section 12)."""
+
+    ask_id: str
+    state: AskState
+    outcome: str | None
+    created_at: str
+    deadline: str | None
+    route: str
+    step: int = 0
+    audit: list[AuditEntry] | None = None
+    result: ResultEnvelope | None = None
