@@ -9,6 +9,18 @@ from typing import Any
 from tests.decline_helpers import decline
 from tests.harness import Harness, button_values, interactive_elements
 
+FEATURES: dict[str, Any] = {
+    "questions": [
+        {
+            "id": "features",
+            "question": "Which features?",
+            "options": ["Logging", "Metrics", "Tracing"],
+            "multi": True,
+        },
+        {"id": "db", "question": "Database?", "options": ["Postgres", "MySQL"]},
+    ]
+}
+
 DEPLOY = {
     "id": "deploy",
     "question": "Deploy build 42 to production?",
@@ -45,24 +57,20 @@ async def test_one_click_answer_pushes_the_narration_and_ends_the_message(harnes
     assert "U0ALICE" in str(ended.blocks)
 
 
-async def test_full_form_with_multi_choice_custom_text_and_note(harness: Harness) -> None:
-    env = harness.envelope(
-        {
-            "questions": [
-                {
-                    "id": "features",
-                    "question": "Which features?",
-                    "options": ["Logging", "Metrics", "Tracing"],
-                    "multi": True,
-                },
-                {"id": "db", "question": "Database?", "options": ["Postgres", "MySQL"]},
-            ]
-        }
-    )
+async def _open_form(
+    harness: Harness, request: dict[str, Any], user: str, **envelope: Any
+) -> tuple[dict[str, Any], Any, Any]:
+    """Send an ask, wait for its message and open its form as ``user``: (envelope, message, modal)."""
+    env = harness.envelope(request, **envelope)
     await harness.send(env)
     [message] = await harness.posted()
-    await harness.fake.click("U0BOB", "C0DEPLOY", message.ts, "slack_ask:open")
-    view = (await harness.fake.wait_for(lambda: harness.fake.open_views("U0BOB"), what="the form modal"))[0]
+    await harness.fake.click(user, "C0DEPLOY", message.ts, "slack_ask:open")
+    view = (await harness.fake.wait_for(lambda: harness.fake.open_views(user), what="the form modal"))[0]
+    return env, message, view
+
+
+async def test_full_form_with_multi_choice_custom_text_and_note(harness: Harness) -> None:
+    env, message, view = await _open_form(harness, FEATURES, "U0BOB")
     response = await harness.fake.fill_and_submit(
         "U0BOB",
         view.id,
@@ -124,11 +132,7 @@ async def test_rich_form_with_a_text_question(harness: Harness) -> None:
             {"id": "why", "type": "text", "prompt": "Anything to add?", "required": False},
         ],
     }
-    env = harness.envelope(form, format="rich")
-    await harness.send(env)
-    [message] = await harness.posted()
-    await harness.fake.click("U0CAROL", "C0DEPLOY", message.ts, "slack_ask:open")
-    view = (await harness.fake.wait_for(lambda: harness.fake.open_views("U0CAROL")))[0]
+    env, _, view = await _open_form(harness, form, "U0CAROL", format="rich")
     response = await harness.fake.fill_and_submit(
         "U0CAROL",
         view.id,
@@ -300,23 +304,7 @@ def _section_texts(blocks: list[dict[str, Any]]) -> list[str]:
 async def test_the_ended_message_shows_question_texts_option_labels_own_text_and_the_note(
     harness: Harness,
 ) -> None:
-    env = harness.envelope(
-        {
-            "questions": [
-                {
-                    "id": "features",
-                    "question": "Which features?",
-                    "options": ["Logging", "Metrics", "Tracing"],
-                    "multi": True,
-                },
-                {"id": "db", "question": "Database?", "options": ["Postgres", "MySQL"]},
-            ]
-        }
-    )
-    await harness.send(env)
-    [message] = await harness.posted()
-    await harness.fake.click("U0BOB", "C0DEPLOY", message.ts, "slack_ask:open")
-    view = (await harness.fake.wait_for(lambda: harness.fake.open_views("U0BOB"), what="the form modal"))[0]
+    env, message, view = await _open_form(harness, FEATURES, "U0BOB")
     await harness.fake.fill_and_submit(
         "U0BOB",
         view.id,
@@ -351,11 +339,7 @@ async def test_the_ended_rich_message_shows_option_labels_not_values_and_the_ans
             {"id": "why", "type": "text", "prompt": "Anything to add?", "required": False},
         ],
     }
-    env = harness.envelope(form, format="rich")
-    await harness.send(env)
-    [message] = await harness.posted()
-    await harness.fake.click("U0CAROL", "C0DEPLOY", message.ts, "slack_ask:open")
-    view = (await harness.fake.wait_for(lambda: harness.fake.open_views("U0CAROL")))[0]
+    env, message, view = await _open_form(harness, form, "U0CAROL", format="rich")
     await harness.fake.fill_and_submit(
         "U0CAROL", view.id, {"answer:0": "Production", "note:0": "after smoke tests", "answer:1": "ship it"}
     )
