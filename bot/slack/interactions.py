@@ -13,7 +13,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.ids import (
-    ACTION_CHOOSE,
     FIELD_ADDITIONAL,
     FIELD_ANSWER,
     FIELD_CUSTOM,
@@ -171,10 +170,6 @@ def parse_view_submission(body: Mapping[str, Any]) -> ViewSubmission | None:
         meta=FormMeta.decode(view.private_metadata) if view.private_metadata else None,
         values=view.state.values,
     )
-
-
-def is_choose_action(action_id: str) -> bool:
-    return action_id == ACTION_CHOOSE or action_id.startswith(ACTION_CHOOSE + ":")
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,9 +76,6 @@ class Store(IntakeStream):
         await self.redis.set(self.keys.index(ask_id), tag, px=ttl_ms)
         return tag
 
-    async def extend_index(self, ask_id: str, ttl_ms: int) -> None:
-        await self.redis.pexpire(self.keys.index(ask_id), ttl_ms)
-
     async def lookup_tag(self, ask_id: str) -> str | None:
         value = await self.redis.get(self.keys.index(ask_id))
         return _s(value) if value is not None else None
