@@ -192,6 +192,11 @@ class Intake:
             self.reclaimer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self.reclaimer
+            # Entries set aside for a busy channel stay pending: another replica takes them over.
+            for waker in self._wakers.values():
+                waker.cancel()
+            self._wakers.clear()
+            self._waiting.clear()
             if self._tasks:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
 
