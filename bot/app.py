@@ -132,6 +132,10 @@ def build_app(
             # leaves a tombstone in its place and sends message_changed, not message_deleted.
             gone = changed.get("ts")
         else:
+            ref = find_ask_ref(event.get("blocks"))
+            if subtype is None and event.get("bot_id") and ref is not None and not event.get("thread_ts"):
+                # One of the bot's own ask messages: recorded if the replica that posted it died first.
+                await engine.learn_message(str(event.get("channel") or ""), str(event.get("ts") or ""), ref)
             return
         previous = event.get("previous_message")
         previous = previous if isinstance(previous, dict) else {}  # Slack has sent [] here

@@ -292,6 +292,16 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str) -
                 f"live_buttons_after_end={len(live_buttons())} "
                 f"invariant_problems={len(problems)}"
             )
+            for ts in live_buttons():  # what the record says about a message left interactive
+                message = fake.state.find_message(CHANNEL, ts)
+                ask = next((p for p in plans if message and p.env["ask_id"] in str(message.blocks)), None)
+                if ask is not None:
+                    tag = ask.env["reply_to"]
+                    record = await agent.hgetall(f"{prefix}:{{{tag}}}:ask:{ask.env['ask_id']}")
+                    audit = await agent.lrange(f"{prefix}:{{{tag}}}:audit:{ask.env['ask_id']}", 0, -1)
+                    print(f"live {ts}: {ask.kind} {record.get(b'msgs')} {record.get(b'finalized')} {audit}")
+            for problem in problems:
+                print(f"problem {problem.kind} {problem.key}: {problem.detail}")
             assert not missing, f"{len(missing)} asks without a result: {missing[:5]}"
             assert not doubled, f"{len(doubled)} asks with more than one result: {doubled[:5]}"
             assert not wrong, "\n".join(wrong[:10])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -33,6 +34,9 @@ from contract import QuestionAnswer
 __all__ = ["Actions"]
 
 log = logging.getLogger(__name__)
+
+LEARN_AFTER_S = 2.0
+"""How long after Slack tells of one of the bot's messages the record is checked for it."""
 
 ACK_BUDGET_S = 1.0
 """What a path that must answer Slack within 3 s (a form's ack, a trigger_id's life) may spend on
@@ -142,12 +146,34 @@ class Actions(Room):
             )
         return None
 
+    async def learn_message(self, channel: str, ts: str, ref: AskRef) -> None:
+        """Slack told of a message this bot posted (its own message event). The replica that posted it
+        records it within milliseconds; one still missing from the record ``LEARN_AFTER_S`` later was
+        posted by a replica that died before recording it (the one duplicate a crash can make). It
+        is recorded now, so it is redrawn when the ask ends, or at once if the ask has ended."""
+        await asyncio.sleep(LEARN_AFTER_S)
+        loaded = await self.store.load(ref.tag, ref.ask_id)
+        if loaded is None or any(m.channel == channel and m.ts == ts for m in loaded.messages):
+            return
+        message = PostedMessage(channel=channel, ts=ts)
+        await self._learn(loaded, message)
+        if loaded.state == "ended" and loaded.result is not None:
+            await self.endings.finish_messages(
+                loaded.record, [*loaded.messages, message], loaded.result, loaded.by
+            )
+
     async def _learn(self, loaded: LoadedAsk, message: PostedMessage) -> None:
         """A message of the ask the bot did not know (a post whose record a crash or a Redis blip
         lost): every message the bot learns of goes into the ask's record, so it is redrawn at the end."""
         rec = loaded.record
         await self.store.posted(
-            rec.tag, rec.ask_id, [message], actor=self.consumer, event="learned", track_channel=True
+            rec.tag,
+            rec.ask_id,
+            [message],
+            actor=self.consumer,
+            event="learned",
+            track_channel=True,
+            stray=True,
         )
 
     def _acted_on(self, loaded: LoadedAsk, channel: str | None, ts: str | None) -> PostedMessage | None:

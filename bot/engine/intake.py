@@ -27,6 +27,9 @@ __all__ = ["Intake"]
 
 log = logging.getLogger(__name__)
 
+RECORD_RETRY_S = 1.0
+"""How long the record of a message just posted is retried in place before the message is withdrawn."""
+
 
 class Intake(Room):
     def __init__(self, shared: Shared, *, endings: Endings, timers: Timers, actions: Actions) -> None:
@@ -304,20 +307,39 @@ class Intake(Room):
             )
         await self.store.ack(entry.id)
 
-    async def _record_post(self, rec: AskRecord, posted: PostedMessage, entry: Entry) -> str:
+    async def _record_post(self, rec: AskRecord, posted: PostedMessage, entry: Entry) -> str | None:
         """Record the message just posted, retrying through a Redis blip: a live message the ask does
         not know would keep its buttons after the end. Retrying is safe (posted.lua records a message
-        once); it goes on while the intake lease lasts, after which another replica may deliver the
-        ask again (then the click on this copy, or its replies, still reach the ask)."""
+        once). Should Redis stay away longer than a blip (RECORD_RETRY_S), the message is withdrawn
+        (chat.delete) rather than left live and unknown while this replica waits, and may die; None
+        says so, and the caller posts again once Redis is back (should this replica die meanwhile, the
+        entry is still pending and another delivers it). Only if Slack will not delete it either does
+        the record go on being retried, while the intake lease lasts."""
+        loop = asyncio.get_running_loop()
         delay = 0.05
-        deadline = asyncio.get_running_loop().time() + self.lease_ms / 1000
+        withdraw_at = loop.time() + RECORD_RETRY_S
+        deadline = loop.time() + self.lease_ms / 1000
         while True:
             try:
                 return await self.store.posted(
                     rec.tag, rec.ask_id, [posted], actor=self.consumer, ack_entry=entry.id, track_channel=True
                 )
             except RedisError as exc:
-                if asyncio.get_running_loop().time() + delay > deadline:
+                if loop.time() >= withdraw_at and withdraw_at < deadline:
+                    withdraw_at = deadline  # one attempt: then keep retrying the record
+                    try:
+                        await self.slack.delete(posted.channel, posted.ts)
+                    except SlackError as slack_exc:
+                        log.warning("could not withdraw %s of %s: %s", posted.ts, rec.ask_id, slack_exc)
+                    else:
+                        log.warning(
+                            "Redis is away (%s): withdrew message %s of %s; it is posted again later",
+                            exc,
+                            posted.ts,
+                            rec.ask_id,
+                        )
+                        return None
+                if loop.time() + delay > deadline:
                     raise
                 log.warning(
                     "could not record message %s of %s yet (%s); retrying", posted.ts, rec.ask_id, exc
@@ -328,6 +350,21 @@ class Intake(Room):
     async def _deliver(
         self, rec: AskRecord, entry: Entry, *, deadline: float, channel_token: bool = False
     ) -> None:
+        # A post withdrawn while Redis was away is made again once Redis answers (within the lease).
+        while await self._deliver_once(rec, entry, deadline=deadline, channel_token=channel_token):
+            while True:
+                try:
+                    await self.store.server_time_ms()
+                    break
+                except RedisError:
+                    if time.monotonic() > deadline:
+                        raise
+                    await asyncio.sleep(0.2)
+
+    async def _deliver_once(
+        self, rec: AskRecord, entry: Entry, *, deadline: float, channel_token: bool = False
+    ) -> bool:
+        """One post and its record; True when the post was withdrawn (Redis away) and must be made again."""
         assert rec.route is not None
         route = rec.route
         try:
@@ -357,7 +394,7 @@ class Intake(Room):
                 )
             except RedisError as redis_exc:
                 log.warning("could not hand back the delivery count of %s: %s", entry.id, redis_exc)
-            return
+            return False
         except SlackError as exc:
             METRICS.asks.labels(result="unavailable").inc()
             message_text = str(exc)
@@ -373,10 +410,12 @@ class Intake(Room):
                 release_lease=True,
             )
             await self.store.ack(entry.id)
-            return
+            return False
         posted = PostedMessage(channel=target.channel, ts=ts, step=0)
         METRICS.asks.labels(result="posted").inc()
         state = await self._record_post(rec, posted, entry)
+        if state is None:
+            return True
         if state == "ended":
             # Ended (cancelled, say) while we were posting: never leave a live button behind.
             loaded = await self.store.load(rec.tag, rec.ask_id)
@@ -385,3 +424,4 @@ class Intake(Room):
         elif self.timers.next_timer(rec, step=0, reminders=0) != rec.deadline_ms:
             # The deadline timer was set at accept; only earlier escalation or reminder timers are new.
             await self.timers.schedule_next(rec, step=0, reminders=0)
+        return False

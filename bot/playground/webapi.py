@@ -250,6 +250,10 @@ class WebApi:
             thread_ts=_text(params, "thread_ts"),
             metadata=metadata or None,
         )
+        # Slack sends an app its own messages too (message.channels, message.groups, message.im).
+        event = {**message.to_slack(), "channel": channel.id, "event_ts": message.ts}
+        event["channel_type"] = channel.channel_type
+        self.emit(event, channel)
         return {"ok": True, "channel": channel.id, "ts": message.ts, "message": message.to_slack()}
 
     def chat_update(self, params: JSON) -> JSON:

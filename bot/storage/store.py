@@ -143,6 +143,7 @@ class Store(IntakeStream):
         detail: str = "",
         ack_entry: str | None = None,
         track_channel: bool = False,
+        stray: bool = False,
     ) -> str:
         """Record new messages of an ask (and, in the same round trip, ack its intake entry and
         remember which channels it lives in, so archiving a channel can dismiss it)."""
@@ -155,7 +156,9 @@ class Store(IntakeStream):
         at = len(steps)
         steps.append(
             self._script(
-                "posted", [k.ask, k.audit], [actor, payload, event, "" if step is None else str(step), detail]
+                "posted",
+                [k.ask, k.audit],
+                [actor, payload, event, "" if step is None else str(step), detail, "1" if stray else "0"],
             )
         )
         if ack_entry is not None:

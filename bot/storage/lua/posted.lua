@@ -1,7 +1,8 @@
 -- POSTED: record the Slack messages that now carry the ask.
 -- KEYS[1] ask hash, KEYS[2] audit list
 -- ARGV[1] consumer (or actor), ARGV[2] JSON list of new messages, ARGV[3] event name,
--- ARGV[4] new escalation step ('' = unchanged), ARGV[5] detail
+-- ARGV[4] new escalation step ('' = unchanged), ARGV[5] detail, ARGV[6] '1' for a stray: a message
+-- the bot learned of (not the delivery's own), recorded without touching the state or the lease
 -- Returns {'ok', state_before} or {'ended', ''} (the ask ended meanwhile: the caller must turn the
 -- new messages into ended messages at once), or {'missing', ''}.
 local now = now_ms()
@@ -32,6 +33,10 @@ if state == 'ended' then
   redis.call('HSET', KEYS[1], 'finalized', 0, 'lease_until', 0)
   audit(KEYS[2], now, ARGV[3] .. '_after_end', ARGV[1], ARGV[5], ttl)
   return {'ended', ''}
+end
+if ARGV[6] == '1' then
+  audit(KEYS[2], now, ARGV[3], ARGV[1], ARGV[5], ttl)
+  return {'ok', state}
 end
 -- The post landed: no delivery is in flight any more (finalize.lua waits for none).
 if state == 'accepted' then redis.call('HSET', KEYS[1], 'state', 'posted', 'lease_until', 0) end
