@@ -93,7 +93,7 @@ async def test_an_entry_that_is_not_utf8_is_dead_lettered_and_intake_goes_on(har
 async def test_a_non_utf8_entry_left_by_a_dead_replica_does_not_stop_reclaim(harness: Harness) -> None:
     stream = f"{harness.prefix}:asks"
     # Delivered to a replica that died at once: only reclaim can take it.
-    await harness.replicas[0].stop()
+    await harness.replicas[0].aclose()
     harness.replicas.clear()
     await harness.redis.xadd(stream, {"ask": b"\xff"})
     await harness.redis.xreadgroup("bots", "dead-replica", {stream: ">"}, count=10)
