@@ -201,12 +201,12 @@ async def test_every_broken_rule_of_section_13_is_an_invalid_envelope_naming_it(
 
 
 async def test_two_last_votes_racing_give_exactly_one_result(harness: Harness) -> None:
-    await harness.start_replica()  # two replicas: the two clicks may land on either
     env = harness.envelope(DEPLOY, approval={"count": 2})
     await harness.send(env)
     [message] = await harness.posted()
     await harness.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:0")
     await _tally(harness, message.ts, "1 of 2 · alice")
+    # Both clicks are in flight at once: each is its own signed request and its own vote script.
     await asyncio.gather(
         harness.fake.click("U0BOB", "C0DEPLOY", message.ts, "slack_ask:choose:0"),
         harness.fake.click("U0CAROL", "C0DEPLOY", message.ts, "slack_ask:choose:0"),

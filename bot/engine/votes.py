@@ -90,7 +90,8 @@ class Votes(Room):
         after drawing, the votes are read again and the tally redrawn (or the ended form drawn) until
         what Slack shows is what Redis holds."""
         drawn: list[ResultVote] | None = None
-        for _ in range(_REDRAWS):
+        # Every draw is followed by a read: a draw is never the last word if the ask ended meanwhile.
+        for attempt in range(_REDRAWS + 1):
             fresh = await self.store.load(rec.tag, rec.ask_id)
             if fresh is None:
                 return
@@ -99,8 +100,8 @@ class Votes(Room):
                     # A tally drawn after the ending's update would leave live buttons: end them again.
                     await self.endings.finish_messages(fresh.record, fresh.messages, fresh.result, fresh.by)
                 return
-            if drawn is not None and fresh.votes == drawn:
-                return
+            if (drawn is not None and fresh.votes == drawn) or attempt == _REDRAWS:
+                return  # what Slack shows is what Redis holds (or the next vote redraws it)
             drawn = list(fresh.votes or [])
             await self._draw(fresh, drawn)
 
