@@ -147,10 +147,11 @@ async def test_the_requester_may_vote_when_the_exclusion_is_off(harness: Harness
 
 
 async def test_a_timeout_result_carries_the_votes_recorded(harness: Harness) -> None:
-    env = harness.envelope(DEPLOY, approval={"count": 3}, timeout_ms=1500, on_timeout="cancel")
+    env = harness.envelope(DEPLOY, approval={"count": 3}, timeout_ms=4000, on_timeout="cancel")
     await harness.send(env)
     [message] = await harness.posted()
     await harness.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+    await _tally(harness, message.ts, "1 of 3 · alice")  # the order cast is the order shown below
     await harness.fake.click("U0BOB", "C0DEPLOY", message.ts, "slack_ask:choose:1")
     await _tally(harness, message.ts, "1 of 3 · bob")
     result = await harness.result(env["reply_to"])
@@ -239,3 +240,30 @@ async def test_a_vote_racing_a_cancel_gives_exactly_one_result(harness: Harness)
     assert _votes(result) == expected
     assert await harness.no_more_results(env["reply_to"], wait=0.8)
     await harness.ended("C0DEPLOY", message.ts)
+
+
+async def test_only_eligible_people_vote_and_a_requester_named_by_id_is_refused(harness: Harness) -> None:
+    env = harness.envelope(
+        DEPLOY,
+        approval={"count": 2},
+        responders={"users": ["U0ALICE", "U0BOB", "U0CAROL"]},
+        requester={"user": "U0ALICE"},
+    )
+    await harness.send(env)
+    [message] = await harness.posted()
+    harness.fake.add_user("U0EVE", "eve")
+    harness.fake.state.channels["C0DEPLOY"].members.append("U0EVE")
+    await harness.fake.click("U0EVE", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+    note = await harness.fake.wait_for(lambda: harness.fake.ephemerals_for("U0EVE"), what="a private note")
+    assert "someone else" in note[0].text
+    await harness.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+    refused = await harness.fake.wait_for(
+        lambda: harness.fake.ephemerals_for("U0ALICE"), what="a private note"
+    )
+    assert "cannot vote" in refused[0].text
+    assert "0 of 2" in _blocks_text(harness, message.ts)
+    await harness.fake.click("U0BOB", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+    await _tally(harness, message.ts, "1 of 2 · bob")
+    await harness.fake.click("U0CAROL", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+    result = await harness.result(env["reply_to"])
+    assert [user for user, _ in _votes(result)] == ["U0BOB", "U0CAROL"]
