@@ -17,7 +17,7 @@ Per-ask keys, all in the hash slot of the ask's ``reply_to`` (protocol section 1
 script can change the ask's state and push its result atomically, on Redis Cluster too:
 
 ==============================  ======  ===========================================================
-``P:{tag}:ask:<ask_id>``        hash    the ask's record, state, messages and result
+``P:{tag}:ask:<ask_id>``        hash    record, state, messages, votes (vote.lua), result
 ``P:{tag}:audit:<ask_id>``      list    audit trail (JSON entries, capped)
 ``P:{tag}:cancel:<ask_id>``     string  a cancel that arrived before its ask (reason)
 ``reply_to``                    list    the agent's reply list (named by the agent)
