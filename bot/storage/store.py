@@ -149,24 +149,26 @@ class Store(IntakeStream):
         remember which channels it lives in, so archiving a channel can dismiss it)."""
         k = self.ask_keys(tag, ask_id)
         payload = json.dumps([m.model_dump() for m in messages])
-        steps: list[Step] = [
+        steps: list[Step] = []
+        if track_channel:
+            # Before the record: once posted.lua has run, the ask may end and leave its channels at
+            # any moment, and a member added after that would stay behind.
+            for channel_key in {self.keys.channel(m.channel) for m in messages}:
+                steps.extend(self._track(channel_key, due_member(ask_id, tag)))
+        at = len(steps)
+        steps.append(
             self._script(
                 "posted",
                 [k.ask, k.audit],
                 [actor, payload, event, "" if step is None else str(step), detail, "1" if stray else "0"],
             )
-        ]
+        )
         if ack_entry is not None:
             entry = ack_entry
             steps.append(lambda pipe: pipe.xack(self.keys.asks, GROUP, entry))
             steps.append(lambda pipe: pipe.xdel(self.keys.asks, entry))
-        if track_channel:
-            # After the record: a pipeline cut short (Redis going away) must not leave the ask in a
-            # channel's set without the message that put it there (P:chan holds only live asks).
-            for channel_key in {self.keys.channel(m.channel) for m in messages}:
-                steps.extend(self._track(channel_key, due_member(ask_id, tag)))
         replies = await self._run(steps)
-        state = _s(replies[0][0])
+        state = _s(replies[at][0])
         if state == "ended":
             # A message that landed (or was learned of) after the end: the clean-up timer, which
             # finalize may already have removed, must be there until it is redrawn.
