@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 from redis.asyncio import Redis
@@ -172,6 +173,40 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str) -
             alive = [b for b in bots if b.alive]
             return rng.choice(alive).port if alive else None
 
+        # A load balancer in front of the replicas, as in a real deployment: each request (a click,
+        # an event) goes to a live replica, and to another when that one refuses the connection.
+        lb_session = aiohttp.ClientSession()
+
+        async def balance(request: web.Request) -> web.Response:
+            body = await request.read()
+            headers = {
+                k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")
+            }
+            for _ in range(20):
+                port = live_port()
+                if port is not None:
+                    try:
+                        async with lb_session.post(
+                            f"http://127.0.0.1:{port}/slack/events", data=body, headers=headers
+                        ) as answer:
+                            return web.Response(
+                                body=await answer.read(),
+                                status=answer.status,
+                                content_type=answer.content_type,
+                            )
+                    except aiohttp.ClientError:
+                        pass
+                await asyncio.sleep(0.2)
+            return web.Response(status=502)
+
+        lb = web.Application()
+        lb.router.add_post("/slack/events", balance)
+        lb_runner = web.AppRunner(lb, access_log=None)
+        await lb_runner.setup()
+        lb_port = free_port()
+        await web.TCPSite(lb_runner, "127.0.0.1", lb_port).start()
+        fake.events_url = f"http://127.0.0.1:{lb_port}/slack/events"
+
         async def click(plan: Plan, person: str, option: int) -> None:
             """A person clicks until the message stops being interactive (a click lost with a dying
             replica or a failing Slack is clicked again); also some clicks after the end."""
@@ -188,12 +223,9 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str) -
                 if message is not None:
                     if not interactive_elements(message.blocks):
                         return
-                    port = live_port()
-                    if port is not None:
-                        fake.events_url = f"http://127.0.0.1:{port}/slack/events"
-                        with contextlib.suppress(Exception):
-                            await fake.click(person, CHANNEL, message.ts, f"slack_ask:choose:{option}")
-                            plan.clicked.add(person)
+                    with contextlib.suppress(Exception):
+                        await fake.click(person, CHANNEL, message.ts, f"slack_ask:choose:{option}")
+                        plan.clicked.add(person)
                 await asyncio.sleep(rng.uniform(0.3, 1.0))
 
         async def cancel(plan: Plan) -> None:
@@ -314,6 +346,8 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str) -
             await asyncio.gather(*workers, *chaos, restart, return_exceptions=True)
             for bot in bots:
                 bot.stop()
+            await lb_runner.cleanup()
+            await lb_session.close()
             await agent.aclose()
             await fake.stop()
 
