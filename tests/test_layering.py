@@ -105,12 +105,17 @@ def _imports(path: Path, module: str | None = None) -> set[str]:
     return found
 
 
+# Parsed once, while the tests are collected: CPython 3.11's parser can fail spuriously ("AST constructor
+# recursion depth mismatch") when it runs right after another test left an exception unraised.
+IMPORTS = {name: _imports(path) for name, path in MODULES.items()}
+
+
 def _within(name: str, prefixes: tuple[str, ...]) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
 def _offending(module: str, forbidden: tuple[str, ...]) -> list[str]:
-    return sorted(name for name in _imports(MODULES[module]) if _within(name, forbidden))
+    return sorted(name for name in IMPORTS[module] if _within(name, forbidden))
 
 
 def _in(prefixes: tuple[str, ...]) -> list[str]:
@@ -130,7 +135,7 @@ def test_every_module_of_bot_and_contract_is_in_one_layer() -> None:
 def test_contract_imports_only_the_standard_library_and_pydantic(module: str) -> None:
     outside = [
         name
-        for name in _imports(MODULES[module])
+        for name in IMPORTS[module]
         if name != "__future__"
         and name.partition(".")[0] not in sys.stdlib_module_names
         and not _within(name, CONTRACT_MAY_IMPORT)
@@ -157,9 +162,7 @@ def test_the_io_shell_never_imports_the_commands_or_the_playground(module: str) 
 
 def test_what_the_base_may_import_does_no_io() -> None:
     assert _offending("bot.storage.diagnose", (*IO_SHELL, *TOP, *PURE)) == []
-    assert [
-        n for n in _imports(MODULES["bot.storage.diagnose"]) if _within(n, ("redis.asyncio", "socket"))
-    ] == []
+    assert [n for n in IMPORTS["bot.storage.diagnose"] if _within(n, ("redis.asyncio", "socket"))] == []
 
 
 @pytest.mark.parametrize("module", _in(("bot.storage",)))
