@@ -334,6 +334,12 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str) -
                     print(f"live {ts}: {ask.kind} {record.get(b'msgs')} {record.get(b'finalized')} {audit}")
             for problem in problems:
                 print(f"problem {problem.kind} {problem.key}: {problem.detail}")
+                stale = next((p for p in plans if p.env["ask_id"] in problem.detail), None)
+                if stale is not None:
+                    where = f"{prefix}:{{{stale.env['reply_to']}}}"
+                    audit = await agent.lrange(f"{where}:audit:{stale.env['ask_id']}", 0, -1)
+                    msgs = await agent.hget(f"{where}:ask:{stale.env['ask_id']}", "msgs")
+                    print(f"  {stale.kind} msgs={msgs!r} audit={[json.loads(a)['event'] for a in audit]}")
             assert not missing, f"{len(missing)} asks without a result: {missing[:5]}"
             assert not doubled, f"{len(doubled)} asks with more than one result: {doubled[:5]}"
             assert not wrong, "\n".join(wrong[:10])
