@@ -454,7 +454,14 @@ class Store(IntakeStream):
     # -- timers ----------------------------------------------------------------------------
 
     async def schedule(self, ask_id: str, tag: str, at_ms: int) -> None:
-        await self.redis.zadd(self.keys.due, {due_member(ask_id, tag): at_ms})
+        member = due_member(ask_id, tag)
+        await self.redis.zadd(self.keys.due, {member: at_ms})
+        # A timer set by work that raced the ask's end (an escalation's next step, say) must not
+        # outlive it: once the ask is ended and finished, nothing would remove it before it fires.
+        # finalize sets ``finalized`` before it removes the timer, so either it or this sees the other.
+        state, finalized = await self.redis.hmget(self.ask_keys(tag, ask_id).ask, ["state", "finalized"])
+        if _s(state or b"") == "ended" and _s(finalized or b"") == "1":
+            await self.redis.zrem(self.keys.due, member)
 
     async def unschedule(self, ask_id: str, tag: str) -> None:
         await self.redis.zrem(self.keys.due, due_member(ask_id, tag))
