@@ -345,13 +345,21 @@ class Store(IntakeStream):
 
         The clean-up timer set by resolve goes with it; should more messages have appeared meanwhile
         (the script answers 0), the timer is still needed and is set again."""
-        steps: list[Step] = []
-        for ask_id, tag, updated in asks:
-            steps.append(self._script("finalize", [self.ask_keys(tag, ask_id).ask], [updated]))
-            steps.append(self._zrem_due(ask_id, tag))
-        replies = await self._run(steps)
-        finished: list[tuple[str, str]] = []
-        for (ask_id, tag, _), raw in zip(asks, replies[0::2], strict=True):
+        if not asks:
+            return
+        # Crash-safe order (a replica may die between any two round trips): the ended asks leave
+        # their channels first (a message recorded later tracks its channel again, and its own
+        # finalize leaves again); the clean-up timer goes only once the messages are marked done,
+        # so a death in between leaves a timer too many (harmless), never one too few.
+        await self._leave_channels([(ask_id, tag) for ask_id, tag, _ in asks])
+        replies = await self._run(
+            [
+                self._script("finalize", [self.ask_keys(tag, ask_id).ask], [updated])
+                for ask_id, tag, updated in asks
+            ]
+        )
+        done_asks: list[tuple[str, str]] = []
+        for (ask_id, tag, _), raw in zip(asks, replies, strict=True):
             done = int(_s(raw[0]))
             if done == 0:
                 await self.schedule(ask_id, tag, 0)
@@ -359,8 +367,9 @@ class Store(IntakeStream):
                 # Cancelled while a delivery may still land: look again when its lease ends.
                 await self.schedule(ask_id, tag, int(_s(raw[1])))
             elif done == 1:
-                finished.append((ask_id, tag))
-        await self._leave_channels(finished)
+                done_asks.append((ask_id, tag))
+        if done_asks:
+            await self._run([self._zrem_due(ask_id, tag) for ask_id, tag in done_asks])
 
     async def _leave_channels(self, asks: Sequence[tuple[str, str]]) -> None:
         """Finished asks leave the ``P:chan:<channel>`` sets of every message they had: those sets hold
