@@ -6,10 +6,12 @@ validation errors; their slow part (Redis + Slack) runs after the ack.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_bolt.middleware.authorization.async_single_team_authorization import AsyncSingleTeamAuthorization
@@ -35,6 +37,30 @@ __all__ = ["build_app", "find_ask_ref", "prime_authorization"]
 
 log = logging.getLogger(__name__)
 
+_Listener = TypeVar("_Listener", bound=Callable[..., Awaitable[None]])
+
+
+def _tracked(running: set[asyncio.Task[Any]] | None, listener: _Listener) -> _Listener:
+    """The listener, recording the task it runs in while it runs. Bolt runs listeners in tasks of
+    its own (``process_before_response=False``) that nothing awaits, so without this a listener still
+    at work when the replica stops would use Redis after its pool was closed and open a connection
+    that nobody closes."""
+    if running is None:
+        return listener
+
+    @functools.wraps(listener)  # Bolt picks the arguments to pass from the unwrapped signature
+    async def wrapper(*args: Any, **kwargs: Any) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            running.add(task)
+        try:
+            await listener(*args, **kwargs)
+        finally:
+            if task is not None:
+                running.discard(task)
+
+    return wrapper  # type: ignore[return-value]
+
 
 def find_ask_ref(blocks: Any) -> AskRef | None:
     """The ask a message carried, read back from its buttons' values (for deleted-message events)."""
@@ -55,8 +81,14 @@ def find_ask_ref(blocks: Any) -> AskRef | None:
 
 
 def build_app(
-    engine: Engine, *, client: AsyncWebClient, signing_secret: str | None, socket_mode: bool
+    engine: Engine,
+    *,
+    client: AsyncWebClient,
+    signing_secret: str | None,
+    socket_mode: bool,
+    running: set[asyncio.Task[Any]] | None = None,
 ) -> AsyncApp:
+    """The Bolt app; ``running`` (if given) holds the tasks of listeners at work, for a clean stop."""
     app = AsyncApp(
         client=client,
         # Socket Mode payloads arrive over an authenticated WebSocket; HTTP requests are always verified.
@@ -69,7 +101,11 @@ def build_app(
         ignoring_self_events_enabled=False,
     )
 
+    def track(listener: _Listener) -> _Listener:
+        return _tracked(running, listener)
+
     @app.action(re.compile(rf"^{re.escape(ACTION_CHOOSE)}(:\d+)?$"))
+    @track
     async def choose(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
         action = parse_block_action(body)
@@ -77,6 +113,7 @@ def build_app(
             await engine.on_choose(action)
 
     @app.action(ACTION_DECLINE)
+    @track
     async def decline(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
         action = parse_block_action(body)
@@ -84,6 +121,7 @@ def build_app(
             await engine.on_decline(action)
 
     @app.action(ACTION_OPEN)
+    @track
     async def open_form(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
         action = parse_block_action(body)
@@ -91,6 +129,7 @@ def build_app(
             await engine.on_open(action)
 
     @app.action(ACTION_OTHER)
+    @track
     async def open_other(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
         action = parse_block_action(body)
@@ -98,9 +137,11 @@ def build_app(
             await engine.on_open(action, other=True)
 
     @app.action(re.compile(rf"^{re.escape(ACTION_NOOP)}"))
+    @track
     async def noop(ack: AsyncAck) -> None:
         await ack()
 
+    @track
     async def submitted(ack: AsyncAck, body: dict[str, Any]) -> None:
         sub = parse_view_submission(body)
         if sub is None:
@@ -119,6 +160,7 @@ def build_app(
     app.view(VIEW_DECLINE)(submitted)
 
     @app.event("message")
+    @track
     async def message_events(event: dict[str, Any]) -> None:
         subtype, changed = event.get("subtype"), event.get("message")
         if subtype == "message_deleted":
@@ -143,6 +185,7 @@ def build_app(
         channel, ts = str(event.get("channel") or ""), str(gone or previous.get("ts") or "")
         await engine.dismiss_message(channel, ts, ref, detail=f"message {channel}/{ts} was deleted")
 
+    @track
     async def archived(event: dict[str, Any]) -> None:
         channel = str(event.get("channel") or "")
         await engine.dismiss_channel(channel, detail=f"conversation {channel} was archived")

@@ -79,6 +79,8 @@ class BotRuntime:
         )
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        # Bolt's listener tasks at work (Bolt does not await them): stop waits for them before Redis closes.
+        self._listeners: set[asyncio.Task[Any]] = set()
         self._runner: web.AppRunner | None = None
         self._health_runner: web.AppRunner | None = None
         self.port: int | None = None
@@ -95,6 +97,7 @@ class BotRuntime:
             client=self.client,
             signing_secret=secret.get_secret_value() if secret is not None else None,
             socket_mode=socket_mode,
+            running=self._listeners,
         )
 
     async def check_redis(self) -> None:
@@ -251,6 +254,7 @@ class BotRuntime:
                 await asyncio.wait_for(task, timeout=10)
         self._tasks = []
         await self._close_servers()
+        await self._end_listeners(grace_s=10)
         if self.client.session is not None:
             with contextlib.suppress(Exception):
                 await self.client.session.close()
@@ -267,9 +271,22 @@ class BotRuntime:
                 await task
         self._tasks = []
         await self._close_servers()
+        await self._end_listeners(grace_s=0)
         if self.client.session is not None:
             await self.client.session.close()
             self.client.session = None
+
+    async def _end_listeners(self, grace_s: float) -> None:
+        """Let listeners still at work finish (up to ``grace_s`` s), then cancel and await the rest:
+        one left running would reopen a connection of the pool ``aclose`` is about to close."""
+        if self._listeners and grace_s > 0:
+            await asyncio.wait(set(self._listeners), timeout=grace_s)
+        left = set(self._listeners)
+        for task in left:
+            task.cancel()
+        for task in left:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
     async def aclose(self) -> None:
         await self.stop()

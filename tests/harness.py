@@ -4,6 +4,7 @@ serving Bolt over HTTP, so every interaction is a correctly signed request throu
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import time
@@ -130,6 +131,9 @@ class Harness:
             await runtime.aclose()
         self.replicas.clear()
         self.log_watch.__exit__()
+        # A connection left open by this test is reported now, in this test's teardown (warnings are
+        # errors), not by whichever later test the garbage collector happens to run in.
+        gc.collect()
 
     def envelope(self, request: Any, **fields: Any) -> dict[str, Any]:
         ask_id = fields.pop("ask_id", f"ask-{uuid.uuid4().hex[:10]}")
