@@ -52,8 +52,10 @@ class IntakeStream(StoreBase):
         """Take over entries another consumer left pending too long (it probably died). ``skip``: the
         entries this consumer is handling right now; claiming them would count a delivery that did
         not fail."""
+        # IDLE 0 filters nothing on Redis, so it is left out: fakeredis reads IDLE strictly (idle > n),
+        # and would miss an entry claimed in this same millisecond.
         pending = await self.redis.xpending_range(
-            self.keys.asks, GROUP, min="-", max="+", count=count, idle=min_idle_ms
+            self.keys.asks, GROUP, min="-", max="+", count=count, idle=min_idle_ms or None
         )
         deliveries = {
             _s(p["message_id"]): int(p["times_delivered"]) for p in pending if _s(p["message_id"]) not in skip
