@@ -15,6 +15,7 @@ from redis.asyncio import Redis
 
 from bot.playground import FakeSlack
 from bot.storage.keys import Keys, slot_tag
+from tests.conftest import REDIS_IS_FAKE
 from tests.harness import SIGNING_SECRET, Harness, interactive_elements
 
 SPEEDUP = 10
@@ -100,6 +101,10 @@ async def test_two_replicas_together_stay_within_the_post_and_update_limits(limi
 
 
 async def test_a_burst_of_a_hundred_clicks_is_acked_in_time_and_every_message_ends(limited: Harness) -> None:
+    if REDIS_IS_FAKE:
+        # Slack's 3 s is a bound on the bot's Redis work: fakeredis serves it from a thread of this
+        # test process, sharing one interpreter lock with the bot, so what it measures is the stand-in.
+        pytest.skip("fakeredis runs inside the test process; the 3 s ack bound needs a real Redis")
     h = limited
     routes = [channel for channel in channels(h, 10) for _ in range(10)]
     envs = await send_many(h, routes)
