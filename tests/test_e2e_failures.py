@@ -10,6 +10,7 @@ from typing import Any
 import aiohttp
 
 from bot.playground import FakeSlack
+from bot.storage.keys import Keys, slot_tag
 from tests.harness import Harness
 
 DEPLOY = {"id": "deploy", "question": "Deploy?", "options": ["Yes", "No"]}
@@ -164,8 +165,18 @@ async def test_a_replica_killed_mid_ask_is_finished_by_another(harness: Harness)
     harness.fake.latency = 1.0  # the post is in flight when the replica dies
     env = harness.envelope(DEPLOY)
     await harness.send(env)
-    await harness.fake.wait_for(lambda: harness.fake.find_calls("auth.test") or True)
-    await asyncio.sleep(0.3)
+    # Killed once it holds the ask's lease: its post (1 s of latency) is then on its way or about to be.
+    ask_key = Keys(harness.prefix).for_ask(slot_tag(str(env["reply_to"])), str(env["ask_id"])).ask
+
+    async def leased() -> bool:
+        return bool(await harness.redis.hget(ask_key, "owner"))
+
+    for _ in range(500):  # up to 10 s
+        if await leased():
+            break
+        await asyncio.sleep(0.02)
+    else:
+        raise AssertionError("the first replica never took the ask's lease")
     await first.kill()
     harness.replicas.remove(first)
     harness.fake.latency = 0.0

@@ -203,7 +203,7 @@ def test_log_lines_mask_secrets_redis_passwords_and_token_shapes_whoever_logs_th
     handler = configure_logging("INFO", "json", secrets=[SIGNING], stream=stream)
     try:
         logging.getLogger("some.library").warning(
-            "token xoxb-123456789-abcdef app xapp-1-A0ABCDEF-42 url rediss://user:%s@db:6380/0 sig %s",
+            "token xoxb-FAKE-not-a-token app xapp-FAKE-not-a-token url rediss://user:%s@db:6380/0 sig %s",
             REDIS_PASSWORD,
             SIGNING,
         )
