@@ -148,6 +148,10 @@ class Settings(BaseSettings):
     max_timeout_ms: int = Field(
         default=30 * DAY_MS, ge=1_000, le=MAX_TIMEOUT_CAP_MS, validation_alias="SLACK_ASK_MAX_TIMEOUT_MS"
     )
+    # Sentinel/replicated Redis: how many replicas must hold the bot's writes before it acts on them
+    # (WAIT; docs/operations.md "Failover"). 0: do not wait (standalone Redis, or Cluster).
+    redis_min_replicas: int = Field(default=0, ge=0, le=16, validation_alias="SLACK_ASK_REDIS_MIN_REPLICAS")
+    redis_wait_ms: int = Field(default=1_000, ge=10, le=60_000, validation_alias="SLACK_ASK_REDIS_WAIT_MS")
     loop_failing_ms: int = Field(default=60_000, ge=100, validation_alias="SLACK_ASK_LOOP_FAILING_MS")
     """``/healthz`` answers 503 once a loop has failed without a success for this long."""
     policy_file: PolicyFile = Field(default_factory=PolicyFile, exclude=True)

@@ -9,14 +9,18 @@ BotError
  │    ├── SlackUnreachableError Slack did not answer within the delivery window
  │    └── SlackBusyError        the call could not be made before the lease covering it ends
  └── StoreError           Redis answered something the store did not expect
+      └── NotReplicatedError  fewer replicas than SLACK_ASK_REDIS_MIN_REPLICAS confirmed a write
 """
 
 from __future__ import annotations
+
+from redis.exceptions import RedisError
 
 __all__ = [
     "BotError",
     "ConfigError",
     "Deferred",
+    "NotReplicatedError",
     "SlackAuthError",
     "SlackBusyError",
     "SlackError",
@@ -102,3 +106,20 @@ class SlackBusyError(SlackError):
 
 class StoreError(BotError):
     """Redis gave an answer the store cannot interpret (a bug or a foreign writer)."""
+
+
+class NotReplicatedError(StoreError, RedisError):
+    """Fewer replicas than ``SLACK_ASK_REDIS_MIN_REPLICAS`` confirmed the bot's last writes in time.
+
+    A failover now could lose them (Redis replicates asynchronously), so the bot does not act on them
+    (post to Slack, tell a person the answer is saved): the work is retried like any Redis failure.
+    A ``RedisError`` too, so every loop and handler treats it as Redis trouble, never as a bug."""
+
+    def __init__(self, confirmed: int, wanted: int, wait_ms: int) -> None:
+        self.confirmed = confirmed
+        self.wanted = wanted
+        super().__init__(
+            f"{confirmed} of {wanted} Redis replicas confirmed the write within {wait_ms} ms "
+            f"(SLACK_ASK_REDIS_MIN_REPLICAS={wanted}); a failover now could lose it, so it is retried. "
+            "Check the replicas' link to the master (INFO replication), or lower the setting"
+        )

@@ -16,7 +16,7 @@ from collections import deque
 from redis.exceptions import RedisError
 
 from bot.engine import Engine
-from bot.errors import Deferred
+from bot.errors import Deferred, NotReplicatedError
 from bot.loops import LoopHealth, log_failure, sleep_or_stop
 from bot.metrics import METRICS
 from bot.storage.store import Entry, Store
@@ -85,6 +85,14 @@ class Intake:
             raise
         except Deferred as exc:
             deferred = exc
+        except NotReplicatedError as exc:
+            # Redis is short of replicas, which says nothing about this entry: it is retried without
+            # counting towards SLACK_ASK_MAX_DELIVERIES, so a replica outage parks no ask as poison.
+            log_failure(log, f"intake entry {entry.id} (it stays pending for a retry)", exc)
+            with contextlib.suppress(RedisError):
+                await self.store.unclaim_busy(
+                    entry, self.consumer, lease_left_ms=0, reclaim_idle_ms=self.reclaim_idle_ms
+                )
         except Exception as exc:
             # Left pending on purpose: reclaim retries it, and after SLACK_ASK_MAX_DELIVERIES it is
             # parked on the dead-letter stream with its reason.

@@ -61,7 +61,13 @@ class BotRuntime:
             raise ConfigError("setting SLACK_BOT_TOKEN is required to serve (a bot token, xoxb-...)")
         if self.redis is None:
             self.redis = connect(s.redis_url.get_secret_value())
-        self.store = Store(self.redis, s.prefix, retention_ms=s.defaults.retention_ms)
+        self.store = Store(
+            self.redis,
+            s.prefix,
+            retention_ms=s.defaults.retention_ms,
+            min_replicas=s.redis_min_replicas,
+            replica_wait_ms=s.redis_wait_ms,
+        )
         self.client = make_client(s.slack_bot_token.get_secret_value(), s.slack_api_url)
         # One set of token buckets per deployment (key prefix): every replica paces against the same.
         pacer = Pacer(Buckets(self.redis, s.prefix), scale=s.pace_scale)

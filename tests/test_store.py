@@ -166,12 +166,61 @@ async def test_accept_of_an_ended_ask_returns_the_stored_result_and_first_entry(
             event="cancelled",
         )
     )
+    later = await store.server_time_ms() + 1_000  # an entry id is the Redis time of its XADD
     verdict = await store.accept(
-        rec, consumer="c9", lease_ms=1000, pending_ttl_ms=1000, entry_id="9-0", schedule_at_ms=None
+        rec, consumer="c9", lease_ms=1000, pending_ttl_ms=1000, entry_id=f"{later}-0", schedule_at_ms=None
     )
     assert verdict.verdict == "ended"
     assert verdict.entry == "5-0"
     assert json.loads(verdict.detail)["outcome"] == "cancelled"
+
+
+async def test_an_entry_added_while_the_ask_was_pending_gets_no_second_result_after_the_end(
+    store: Store, reply_to: str
+) -> None:
+    # An agent's retry sent while the ask was open is a duplicate (protocol 10.1), even when intake
+    # reaches it only after the ask ended: only a re-send after the end gets the result again.
+    rec = _record(reply_to)
+    sent_while_open = f"{await store.server_time_ms()}-0"
+    await _accept(store, rec, entry="5-0")
+    await store.resolve(
+        Resolution(
+            rec,
+            outcome="cancelled",
+            result_prefix=_prefix_json(rec.ask_id, "cancelled"),
+            actor=None,
+            event="cancelled",
+        )
+    )
+    verdict = await store.accept(
+        rec, consumer="c9", lease_ms=1000, pending_ttl_ms=1000, entry_id=sent_while_open, schedule_at_ms=None
+    )
+    assert (verdict.verdict, verdict.detail, verdict.entry) == ("ended", "", "5-0")
+
+
+async def test_a_duplicate_entry_waits_while_the_ask_is_being_delivered(store: Store, reply_to: str) -> None:
+    rec = _record(reply_to)
+    assert await _accept(store, rec, "c1", entry="1-0") == "post"
+    # Not acknowledged at once: should the first entry be lost (a failover), this one delivers it.
+    assert await _accept(store, rec, "c2", entry="2-0") == "busy"
+    assert await _accept(store, rec, "c1", entry="2-0") == "busy"
+
+
+async def test_a_duplicate_entry_takes_over_a_delivery_whose_lease_ended(store: Store, reply_to: str) -> None:
+    rec = _record(reply_to)
+    assert await _accept(store, rec, "c1", entry="1-0", lease_ms=1) == "post"
+    lease_end = await store.server_time_ms() + 1
+    while await store.server_time_ms() <= lease_end:  # noqa: ASYNC110 - Redis time decides the lease
+        await asyncio.sleep(0.001)
+    verdict = await store.accept(
+        rec, consumer="c2", lease_ms=30_000, pending_ttl_ms=120_000, entry_id="2-0", schedule_at_ms=None
+    )
+    assert (verdict.verdict, verdict.detail) == ("post", "2")
+    assert await store.redis.hget(store.ask_keys(rec.tag, rec.ask_id).ask, "entry") in ("2-0", b"2-0")
+    # The first entry, should it come back, waits for the new delivery, then finds it posted.
+    assert await _accept(store, rec, "c1", entry="1-0") == "busy"
+    await store.posted(rec.tag, rec.ask_id, [PostedMessage(channel="C1", ts="1.1")], actor="c2")
+    assert await _accept(store, rec, "c1", entry="1-0") == "posted"
 
 
 async def test_a_cancel_remembered_before_its_ask_ends_the_ask_at_intake(store: Store, reply_to: str) -> None:

@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
+from bot.errors import NotReplicatedError
 from bot.storage.keys import Keys
 from bot.storage.records import _s
 from bot.storage.scripts import SCRIPT_NAMES, script_source
@@ -34,12 +35,19 @@ class StoreBase:
         *,
         retention_ms: int = 7 * 86_400_000,
         finalize_after_ms: int = FINALIZE_AFTER_MS,
+        min_replicas: int = 0,
+        replica_wait_ms: int = 1_000,
     ) -> None:
         self.redis = redis
         self.keys = Keys(prefix)
         self.retention_ms = retention_ms
         self.finalize_after_ms = finalize_after_ms
         self._cluster = isinstance(redis, RedisCluster)
+        # WAIT covers the writes of the connection it runs on, so it goes at the end of each
+        # pipeline (one connection). Not on Cluster: there a pipeline is one command at a time,
+        # each on its key's node, and redis-py would send WAIT to some other node.
+        self.min_replicas = 0 if self._cluster else min_replicas
+        self.replica_wait_ms = replica_wait_ms
         self._shas = {name: hashlib.sha1(script_source(name).encode()).hexdigest() for name in SCRIPT_NAMES}
 
     # -- scripts ---------------------------------------------------------------------------
@@ -63,10 +71,15 @@ class StoreBase:
     def _track(self, key: str, member: str) -> list[Step]:
         return [lambda pipe: pipe.sadd(key, member), lambda pipe: pipe.pexpire(key, self.retention_ms * 2)]
 
-    async def _run(self, steps: Sequence[Step]) -> list[Any]:
+    async def _run(self, steps: Sequence[Step], *, confirm: bool = True) -> list[Any]:
         """Run ``steps`` in one pipeline: one round trip. Scripts go as EVALSHA (redis-py would
         otherwise add a SCRIPT EXISTS round trip to every pipeline); NOSCRIPT reloads and retries,
-        which is safe because every step is idempotent or a compare-and-set."""
+        which is safe because every step is idempotent or a compare-and-set.
+
+        With ``min_replicas`` set, the pipeline ends with ``WAIT``: the bot acts on these writes
+        (posts to Slack, tells a person the answer is saved) only once that many replicas hold
+        them, so a Sentinel failover cannot take back what Slack already shows. ``confirm=False``:
+        reads and housekeeping, whose loss in a failover costs nothing but a repeat."""
         if self._cluster:
             # redis-py's cluster pipelines refuse EVALSHA: one command at a time, in order (each
             # script is still atomic; only the round-trip saving is lost).
@@ -75,12 +88,20 @@ class StoreBase:
             async with self.redis.pipeline(transaction=False) as pipe:
                 for step in steps:
                     step(pipe)
+                if confirm and self.min_replicas:
+                    pipe.execute_command("WAIT", self.min_replicas, self.replica_wait_ms)
                 try:
-                    return list(await pipe.execute())
+                    replies = list(await pipe.execute())
                 except NoScriptError:
                     if attempt == 2:
                         raise
                     await self.load_scripts()
+                    continue
+                if confirm and self.min_replicas:
+                    confirmed = int(replies.pop())
+                    if confirmed < self.min_replicas:
+                        raise NotReplicatedError(confirmed, self.min_replicas, self.replica_wait_ms)
+                return replies
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- time and health -------------------------------------------------------------------

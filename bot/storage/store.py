@@ -377,7 +377,10 @@ class Store(IntakeStream):
         if not asks:
             return
         keys = [self.ask_keys(tag, ask_id).ask for ask_id, tag in asks]
-        raws = await self._run([lambda pipe, key=key: pipe.hget(key, "msgs") for key in keys])  # type: ignore[misc]
+        raws = await self._run(
+            [lambda pipe, key=key: pipe.hget(key, "msgs") for key in keys],  # type: ignore[misc]
+            confirm=False,
+        )
         steps: list[Step] = []
         for (ask_id, tag), raw in zip(asks, raws, strict=True):
             member = due_member(ask_id, tag)
@@ -433,7 +436,10 @@ class Store(IntakeStream):
     async def load_many(self, asks: Sequence[tuple[str, str]]) -> list[LoadedAsk | None]:
         """``load`` for many ``(ask_id, tag)`` pairs in one round trip."""
         keys = [self.ask_keys(tag, ask_id).ask for ask_id, tag in asks]
-        replies = await self._run([lambda pipe, key=key: pipe.hgetall(key) for key in keys])  # type: ignore[misc]
+        replies = await self._run(
+            [lambda pipe, key=key: pipe.hgetall(key) for key in keys],  # type: ignore[misc]
+            confirm=False,
+        )
         return [self._loaded(key, raw) for key, raw in zip(keys, replies, strict=True)]
 
     @staticmethod
@@ -484,7 +490,10 @@ class Store(IntakeStream):
 
     async def claim_due(self, *, limit: int, lease_ms: int) -> tuple[int, list[tuple[str, str]]]:
         """Atomically take up to ``limit`` due timers; returns Redis time and (ask_id, tag) pairs."""
-        [reply] = await self._run([self._script("claim_due", [self.keys.due], [limit, lease_ms])])
+        # Not confirmed: a claim lost in a failover only makes the timer fire again.
+        [reply] = await self._run(
+            [self._script("claim_due", [self.keys.due], [limit, lease_ms])], confirm=False
+        )
         now = int(_s(reply[0]))
         return now, [parse_due_member(_s(m)) for m in reply[1:]]
 

@@ -116,7 +116,7 @@ class IntakeStream(StoreBase):
         """Remove the group's consumers other than ``consumer`` that have nothing pending and were
         idle longer than ``min_idle_ms`` (in one script, so none gets an entry in between)."""
         [reply] = await self._run(
-            [self._script("drop_consumers", [self.keys.asks], [consumer, min_idle_ms, GROUP])]
+            [self._script("drop_consumers", [self.keys.asks], [consumer, min_idle_ms, GROUP])], confirm=False
         )
         return [_s(name) for name in reply]
 

@@ -5,9 +5,11 @@
 -- ARGV[8] retention_ms
 -- Returns {verdict, detail}:
 --   {'post', tries}      this consumer holds the lease and must post to Slack
---   {'busy', ms}         another consumer holds a live lease for ms more: leave the entry pending
---   {'posted', ''}       already posted, or a duplicate entry while the first is in flight: just ack
---   {'ended', result, entry} already ended: the stored result and the entry that carried the ask
+--   {'busy', ms}         another consumer (or, for a duplicate entry, anyone) holds a live lease for
+--                        ms more: leave the entry pending
+--   {'posted', ''}       already posted: just ack
+--   {'ended', result, entry} already ended: the stored result (empty for an entry added before the
+--                        end) and the entry that carried the ask
 --   {'cancel', reason}   a cancel arrived first: end it as cancelled now
 --   {'expired', ''}      first read after its deadline: end it by its timeout policy now
 --   {'refused', type}    reply_to is a key of another type: nothing pushed, nothing about that key
@@ -16,14 +18,25 @@ local now = now_ms()
 local state = redis.call('HGET', KEYS[1], 'state')
 if state then
   if state == 'ended' then
-    local r = redis.call('HMGET', KEYS[1], 'result', 'entry')
+    local r = redis.call('HMGET', KEYS[1], 'result', 'entry', 'resolved_ms')
+    -- An entry added while the ask was still pending (an agent's retry) is a duplicate, ignored
+    -- (section 10.1): only a re-send after the end gets the stored result once more. Entry ids
+    -- start with the Redis time of their XADD.
+    local sent = tonumber(string.match(ARGV[7], '^(%d+)') or '')
+    if sent and r[3] and sent <= tonumber(r[3]) then return {'ended', '', r[2] or ''} end
     return {'ended', r[1] or '', r[2] or ''}
   end
   if state == 'posted' then return {'posted', ''} end
-  -- Another entry with the same ask_id (an agent's retry) while the first is in flight: the first
-  -- entry is still pending, so this one can be acknowledged at once.
-  if redis.call('HGET', KEYS[1], 'entry') ~= ARGV[7] then return {'posted', ''} end
   local lease = tonumber(redis.call('HGET', KEYS[1], 'lease_until') or '0')
+  if redis.call('HGET', KEYS[1], 'entry') ~= ARGV[7] then
+    -- Another entry with the same ask_id (an agent's retry) before the ask is posted. It is not
+    -- acknowledged yet: a Redis failover can lose the first entry while the record survives (the
+    -- two were written through different connections), and then this one is all that is left to
+    -- deliver it. While a lease is live it waits; after that it takes the delivery over (and the
+    -- first, should it still be pending, then waits, or finds the ask posted and is acknowledged).
+    if lease > now then return {'busy', tostring(lease - now)} end
+    redis.call('HSET', KEYS[1], 'entry', ARGV[7])
+  end
   -- A live lease means another replica may still be delivering it. The owner itself only gets here
   -- when it is not (intake never hands one entry to two of its tasks, and a restarted replica with
   -- a stable consumer name has nothing in flight): it takes the ask over at once.
