@@ -13,13 +13,27 @@ import contextlib
 import logging
 from collections import deque
 
-from redis.exceptions import RedisError
+from redis.exceptions import ClusterDownError, ReadOnlyError, RedisError, TryAgainError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bot.engine import Engine
 from bot.errors import Deferred, NotReplicatedError
 from bot.loops import LoopHealth, log_failure, sleep_or_stop
 from bot.metrics import METRICS
 from bot.storage.store import Entry, Store
+
+_REDIS_AWAY = (
+    NotReplicatedError,
+    RedisConnectionError,
+    RedisTimeoutError,
+    ReadOnlyError,
+    TryAgainError,
+    ClusterDownError,
+    OSError,
+    TimeoutError,
+)
+"""Errors that say Redis is unreachable or changing hands, nothing about the entry being handled."""
 
 __all__ = ["Intake", "entry_problem"]
 
@@ -85,9 +99,11 @@ class Intake:
             raise
         except Deferred as exc:
             deferred = exc
-        except NotReplicatedError as exc:
-            # Redis is short of replicas, which says nothing about this entry: it is retried without
-            # counting towards SLACK_ASK_MAX_DELIVERIES, so a replica outage parks no ask as poison.
+        except _REDIS_AWAY as exc:
+            # Redis away, failing over or short of replicas says nothing about this entry: it is
+            # retried without counting towards SLACK_ASK_MAX_DELIVERIES, so an outage parks no ask as
+            # poison (a failover with a short SLACK_ASK_RECLAIM_IDLE_MS used to). An entry that
+            # crashes its replica, or makes Redis answer an error, still counts.
             log_failure(log, f"intake entry {entry.id} (it stays pending for a retry)", exc)
             with contextlib.suppress(RedisError):
                 await self.store.unclaim_busy(

@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 
 from bot.playground import FakeSlack, Message
 from bot.storage.connection import connect
-from bot.storage.keys import slot_tag
+from bot.storage.keys import Keys, slot_tag
 from bot.storage.store import Store
 from tests.harness import Harness, interactive_elements
 from tests.redis_procs import Cluster, RedisProc, SentinelGroup, cluster, redis_server, sentinel_group
@@ -105,7 +105,29 @@ async def _answer(h: Harness, env: dict[str, Any], *, option: int = 0, timeout: 
             with contextlib.suppress(Exception):
                 await h.fake.click("U0BOB", "C0DEPLOY", message.ts, f"slack_ask:choose:{option}")
         await asyncio.sleep(0.3)
-    raise AssertionError(f"{env['ask_id']} still open after {timeout}s of clicks (posted: {ts})")
+    raise AssertionError(
+        f"{env['ask_id']} still open after {timeout}s of clicks (posted: {ts}); {await _diagnose(h, env)}"
+    )
+
+
+async def _diagnose(h: Harness, env: dict[str, Any]) -> str:
+    """What Redis holds of one ask, for a failure message (a failover's damage is otherwise invisible)."""
+    keys = Keys(h.prefix).for_ask(slot_tag(env["reply_to"]), env["ask_id"])
+    try:
+        record = await h.redis.hgetall(keys.ask)
+        audit = await h.redis.lrange(keys.audit, 0, -1)
+        entries = [
+            i
+            for i, f in await h.redis.xrange(f"{h.prefix}:asks")
+            if env["ask_id"].encode() in f.get(b"ask", b"")
+        ]
+        pending = await h.redis.xpending_range(f"{h.prefix}:asks", "bots", "-", "+", 100)
+    except RedisError as exc:
+        return f"Redis could not be read: {exc}"
+    fields = {k.decode(): v.decode()[:80] for k, v in record.items() if k != b"rec"}
+    return (
+        f"record {fields}; audit {audit}; its entries {entries}; pending {[p['message_id'] for p in pending]}"
+    )
 
 
 def _assert_one_each(got: dict[str, list[dict[str, Any]]], outcome: str | None = None) -> None:
@@ -135,8 +157,10 @@ async def sentinel_harness(
     h = Harness(fake=fake_slack, redis=agent, redis_url=sentinels.url, prefix=prefix)
     # Both replicas act on a write only once the Redis replica holds it (SLACK_ASK_REDIS_MIN_REPLICAS),
     # so the failover below cannot take back an ask that Slack already shows.
-    await h.start_replica(redis_min_replicas=1)
-    await h.start_replica(redis_min_replicas=1)
+    # max_deliveries: the harness reclaims after 400 ms, not 60 s, so a failover of some seconds would
+    # count as many failed deliveries as ten minutes would in production (and park a healthy ask).
+    await h.start_replica(redis_min_replicas=1, max_deliveries=100)
+    await h.start_replica(redis_min_replicas=1, max_deliveries=100)
     try:
         yield h
     finally:
