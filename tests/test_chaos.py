@@ -145,10 +145,12 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str) -
     faults = Faults(random.Random(seed + 1))
     fake = FakeSlack.with_demo_workspace(signing_secret=SIGNING_SECRET)
     fake.app.middlewares.append(faults.middleware)
-    await fake.start()
     plans = _plans(rng, prefix)
     started = time.monotonic()
     with redis_server(aof=True) as server:
+        # Started once Redis is: without a redis-server the test skips above, and a fake started
+        # before that would leak its server socket and HTTP session into the next test.
+        await fake.start()
         url = f"redis://127.0.0.1:{server.port}/0"
         agent = Redis.from_url(url, socket_timeout=10)
         env = {

@@ -21,6 +21,7 @@ import aiohttp
 import pytest
 
 from bot.playground import payloads
+from bot.storage.keys import Keys, slot_tag
 from tests.harness import SIGNING_SECRET, Harness
 from tests.redis_procs import TcpProxy
 
@@ -176,6 +177,15 @@ async def test_a_click_while_redis_is_unreachable_is_one_log_line_not_a_tracebac
         env = h.envelope(DEPLOY)
         await h.send(env)
         [message] = await h.posted()
+        # Cut once the bot has recorded the message: cut between the post and its record, the bot
+        # withdraws the message (it cannot tell Redis about it) and there is nothing left to click.
+        keys = Keys(prefix).for_ask(slot_tag(env["reply_to"]), env["ask_id"])
+        for _ in range(500):  # up to 10 s
+            if message.ts in str(await redis.hget(keys.ask, "msgs")):
+                break
+            await asyncio.sleep(0.02)
+        else:
+            raise AssertionError("the bot never recorded its message")
         proxy.cut()
         caplog.set_level(logging.WARNING)
         await h.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:0")
