@@ -9,6 +9,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 import pytest
 import redis
 
-from bot.storage.embedded import free_port, redis_answers
+from bot.storage.embedded import free_port
 
 __all__ = [
     "BotProc",
@@ -27,6 +28,8 @@ __all__ = [
     "SentinelGroup",
     "TcpProxy",
     "cluster",
+    "private_redis",
+    "redis_server",
     "sentinel_group",
     "wait_until",
 ]
@@ -53,6 +56,16 @@ def _binary(name: str) -> str:
     return path
 
 
+def _answers(port: int) -> bool:
+    """The server on ``port`` answers PING: PONG, or NOAUTH when it was started with a password."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2) as s:
+            s.sendall(b"*1\r\n$4\r\nPING\r\n")
+            return s.recv(64).startswith((b"+PONG", b"-NOAUTH"))
+    except OSError:
+        return False
+
+
 def _bus_safe_port() -> int:
     # A cluster node's bus listens on port + 10000, which must be a valid port too.
     return next(p for p in iter(free_port, 0) if p < 55_000)
@@ -76,9 +89,7 @@ class RedisProc:
         log = open(os.path.join(self.workdir, "server.log"), "ab")  # noqa: SIM115 - closed with the process
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
-        wait_until(
-            lambda: redis_answers(port=self.port, timeout=0.2), timeout=20, what=f"redis on {self.port}"
-        )
+        wait_until(lambda: _answers(self.port), timeout=20, what=f"redis on {self.port}")
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc is None:
@@ -121,6 +132,14 @@ def redis_server(*args: str, aof: bool = False) -> Iterator[RedisProc]:
             yield server
         finally:
             server.stop()
+
+
+@contextlib.contextmanager
+def private_redis(*options: str) -> Iterator[int]:
+    """A private ``redis-server`` configured the test's own way (an eviction policy, CONFIG renamed, a
+    password), never the shared server whose settings tests must not change; yields its port."""
+    with redis_server(*options) as server:
+        yield server.port
 
 
 @dataclass

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bot.slack.scopes import BOT_SCOPES
-from tests.redis_server import private_redis
+from tests.redis_procs import private_redis
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

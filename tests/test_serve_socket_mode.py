@@ -30,7 +30,7 @@ from bot.playground import FakeSlack
 from bot.runtime import BotRuntime
 from bot.storage.embedded import free_port
 from tests.harness import SIGNING_SECRET
-from tests.redis_server import private_redis
+from tests.redis_procs import private_redis
 
 BOT_TOKEN = "xoxb-topsecret-bot-value"
 APP_TOKEN = "xapp-topsecret-app-value"

@@ -13,7 +13,7 @@ import hmac
 import json
 import time
 import urllib.parse
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ __all__ = [
     "answer_state",
     "archive_event",
     "block_actions_payload",
+    "click",
     "describe_elements",
     "event_envelope",
     "find_element",
@@ -310,6 +311,30 @@ def answer_state(found: Element, answer: Any) -> JSON:
     else:
         picked = answer
     return {"type": found.type, key: picked}
+
+
+def click(
+    found: Element,
+    blocks: Sequence[JSON],
+    entered: dict[str, dict[str, JSON]],
+    *,
+    value: str | None,
+    values: Iterable[str] | None,
+    action_ts: str,
+) -> JSON:
+    """The `actions[0]` entry one click on `found` sends; the element's new state goes into `entered`
+    (what the user has entered in `blocks` so far: a message's draft, a modal's state)."""
+    current = state_values(blocks, entered).get(found.block_id, {}).get(found.action_id)
+    action, new_state = action_for(
+        found,
+        value=value,
+        values=None if values is None else list(values),
+        current=current,
+        action_ts=action_ts,
+    )
+    if new_state is not None:
+        entered.setdefault(found.block_id, {})[found.action_id] = new_state
+    return action
 
 
 def action_for(

@@ -203,16 +203,9 @@ class People:
             msg = f"{found.describe()} is an input without dispatch_action: Slack sends nothing; use enter()"
             raise FakeSlackError(msg)
         draft = self.state.drafts.setdefault(draft_key(user_id, found_channel.id, ts), {})
-        current = payloads.state_values(blocks, draft).get(found.block_id, {}).get(found.action_id)
-        action, new_state = payloads.action_for(
-            found,
-            value=value,
-            values=None if values is None else list(values),
-            current=current,
-            action_ts=self.state.next_ts(),
+        action = payloads.click(
+            found, blocks, draft, value=value, values=values, action_ts=self.state.next_ts()
         )
-        if new_state is not None:
-            draft.setdefault(found.block_id, {})[found.action_id] = new_state
         payload = payloads.block_actions_payload(
             self.state,
             user=user,
@@ -287,16 +280,9 @@ class People:
             msg = f"{found.describe()} is an input without dispatch_action: fill it through submit_view"
             raise FakeSlackError(msg)
         entered = view.view.setdefault("state", {}).setdefault("values", {})
-        current = payloads.state_values(blocks, entered).get(found.block_id, {}).get(found.action_id)
-        action, new_state = payloads.action_for(
-            found,
-            value=value,
-            values=None if values is None else list(values),
-            current=current,
-            action_ts=self.state.next_ts(),
+        action = payloads.click(
+            found, blocks, entered, value=value, values=values, action_ts=self.state.next_ts()
         )
-        if new_state is not None:
-            entered.setdefault(found.block_id, {})[found.action_id] = new_state
         view.view["state"]["values"] = payloads.state_values(blocks, entered)
         payload = payloads.block_actions_payload(
             self.state,
