@@ -30,8 +30,6 @@ _REDIS_AWAY = (
     ReadOnlyError,
     TryAgainError,
     ClusterDownError,
-    OSError,
-    TimeoutError,
 )
 """Errors that say Redis is unreachable or changing hands, nothing about the entry being handled."""
 
