@@ -347,6 +347,7 @@ export function slackAsk(overrides: Partial<SlackAskOptions> = {}) {
         const stream = `${options.prefix}:asks`;
         const commands = new Connection(options.redisUrl, { maxRetriesPerRequest: 1 });
         let waiter: Connection | undefined;
+        const listening = new AbortController();
         let deadlineTimer: NodeJS.Timeout | undefined;
 
         const cancel = async (reason: string) => {
@@ -409,10 +410,13 @@ export function slackAsk(overrides: Partial<SlackAskOptions> = {}) {
           // BLPOP blocks its connection, so it gets one of its own; null retries: a command in
           // flight when Redis drops is sent again after the reconnect.
           waiter = new Connection(options.redisUrl, { maxRetriesPerRequest: null });
-          const ending = await Promise.race([waitForResult(waiter, replyTo, stop.signal), stopped, deadline]);
+          // The waiter has a signal of its own: after an abort or the deadline it goes on listening
+          // through the grace period. Closing it at once could let its BLPOP, still blocked in
+          // Redis, take the result the cancel brings, and that result would be lost.
+          const fromQueue = waitForResult(waiter, replyTo, listening.signal);
+          const ending = await Promise.race([fromQueue, stopped, deadline]);
 
           if (ending.kind === "result") return fromBot(ending.result);
-          waiter.close(); // ends a BLPOP in flight
           const [reason, status, graceMs] =
             ending.kind === "aborted"
               ? (["the Pi agent run was interrupted", "cancelled", options.abortGraceMs] as const)
@@ -422,17 +426,15 @@ export function slackAsk(overrides: Partial<SlackAskOptions> = {}) {
           await cancel(reason);
           // A running bot ends the ask within milliseconds of the cancel: its own result (exact
           // text and details) is returned when it comes within the grace period.
-          const late = await within(
-            commands.client.blpop(replyTo, graceMs / 1000).catch(() => null),
-            graceMs + 200,
-          );
-          if (late) return fromBot(JSON.parse(late[1]) as ResultEnvelope);
+          const late = await within(fromQueue, graceMs);
+          if (late?.kind === "result") return fromBot(late.result);
           return ended(params, status, reason);
         } finally {
           clearTimeout(deadlineTimer);
           signal?.removeEventListener("abort", onAbort);
-          if (!stop.signal.aborted) stop.abort("done"); // ends waitForResult's loop
-          waiter?.close();
+          if (!stop.signal.aborted) stop.abort("done");
+          listening.abort(); // ends waitForResult's loop
+          waiter?.close(); // and a BLPOP in flight
           if (commands.client.status === "ready") {
             await within(commands.client.quit().catch(() => undefined), 1000);
           }
