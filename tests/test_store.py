@@ -152,11 +152,7 @@ async def test_resolve_refuses_an_answer_after_the_deadline(
     assert [a.event for a in await store.read_audit(rec.tag, rec.ask_id)][-1] == "refused_late"
 
 
-async def test_accept_of_an_ended_ask_returns_the_stored_result_and_first_entry(
-    store: Store, reply_to: str
-) -> None:
-    rec = _record(reply_to)
-    await _accept(store, rec, entry="5-0")
+async def _cancel(store: Store, rec: AskRecord) -> None:
     await store.resolve(
         Resolution(
             rec,
@@ -166,6 +162,14 @@ async def test_accept_of_an_ended_ask_returns_the_stored_result_and_first_entry(
             event="cancelled",
         )
     )
+
+
+async def test_accept_of_an_ended_ask_returns_the_stored_result_and_first_entry(
+    store: Store, reply_to: str
+) -> None:
+    rec = _record(reply_to)
+    await _accept(store, rec, entry="5-0")
+    await _cancel(store, rec)
     later = await store.server_time_ms() + 1_000  # an entry id is the Redis time of its XADD
     verdict = await store.accept(
         rec, consumer="c9", lease_ms=1000, pending_ttl_ms=1000, entry_id=f"{later}-0", schedule_at_ms=None
@@ -183,15 +187,7 @@ async def test_an_entry_added_while_the_ask_was_pending_gets_no_second_result_af
     rec = _record(reply_to)
     sent_while_open = f"{await store.server_time_ms()}-0"
     await _accept(store, rec, entry="5-0")
-    await store.resolve(
-        Resolution(
-            rec,
-            outcome="cancelled",
-            result_prefix=_prefix_json(rec.ask_id, "cancelled"),
-            actor=None,
-            event="cancelled",
-        )
-    )
+    await _cancel(store, rec)
     verdict = await store.accept(
         rec, consumer="c9", lease_ms=1000, pending_ttl_ms=1000, entry_id=sent_while_open, schedule_at_ms=None
     )
