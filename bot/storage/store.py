@@ -470,11 +470,18 @@ class Store(IntakeStream):
 
     async def schedule(self, ask_id: str, tag: str, at_ms: int) -> None:
         member = due_member(ask_id, tag)
-        await self.redis.zadd(self.keys.due, {member: at_ms})
+        ask = self.ask_keys(tag, ask_id).ask
         # A timer set by work that raced the ask's end (an escalation's next step, say) must not
         # outlive it: once the ask is ended and finished, nothing would remove it before it fires.
-        # finalize sets ``finalized`` before it removes the timer, so either it or this sees the other.
-        state, finalized = await self.redis.hmget(self.ask_keys(tag, ask_id).ask, ["state", "finalized"])
+        # finalize sets ``finalized`` before it removes the timer, so either it or this sees the other
+        # (the ZADD goes first, the read after it; one round trip, in order).
+        _added, (state, finalized) = await self._run(
+            [
+                lambda pipe: pipe.zadd(self.keys.due, {member: at_ms}),
+                lambda pipe: pipe.hmget(ask, ["state", "finalized"]),
+            ],
+            confirm=False,
+        )
         if _s(state or b"") == "ended" and _s(finalized or b"") == "1":
             await self.redis.zrem(self.keys.due, member)
 
