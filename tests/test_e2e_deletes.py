@@ -1,7 +1,9 @@
 """End to end: deleting an ask's message dismisses it, whatever event Slack sends for the delete.
 
 A message with thread replies (a reminded ask has some) becomes a tombstone and Slack sends
-`message_changed`; in a group DM the events carry `channel_type: "mpim"`.
+`message_changed`; in a group DM the events carry `channel_type: "mpim"`. Slack sends a message's
+events while the reply to `chat.postMessage` may still be on its way, so a delete or an archive can
+reach the bot before it has recorded the message.
 """
 
 from __future__ import annotations
@@ -52,3 +54,31 @@ async def test_a_reminded_ask_whose_message_is_deleted_is_dismissed(harness: Har
     assert (await harness.result(env["reply_to"]))["outcome"] == "dismissed"
     parent = harness.fake.state.find_message("C0DEPLOY", message.ts)
     assert parent is not None and parent.tombstone  # Slack's placeholder, with the reminders under it
+
+
+async def test_a_message_deleted_before_the_bot_recorded_it_still_dismisses_the_ask(harness: Harness) -> None:
+    # Slack has posted the message and sends its events while the bot still waits for the reply, so
+    # the delete event arrives before the bot has recorded the message it is about.
+    harness.fake.reply_latency["chat.postMessage"] = 1.0
+    env = harness.envelope(Q)
+    await harness.send(env)
+    [message] = await harness.posted()
+
+    await harness.fake.delete_message("C0DEPLOY", message.ts)
+
+    result = await harness.result(env["reply_to"])
+    assert result["outcome"] == "dismissed"
+    assert result["text"] == "User answers:\ncache: (dismissed)"
+
+
+async def test_a_channel_archived_before_the_bot_recorded_its_message_still_dismisses_the_ask(
+    harness: Harness,
+) -> None:
+    harness.fake.reply_latency["chat.postMessage"] = 1.0
+    env = harness.envelope(Q)
+    await harness.send(env)
+    await harness.posted()
+
+    await harness.fake.archive_channel("C0DEPLOY", by="U0ALICE")
+
+    assert (await harness.result(env["reply_to"]))["outcome"] == "dismissed"

@@ -379,6 +379,17 @@ class Actions(Room):
         if loaded is None or loaded.state == "ended":
             return
         gone = [m for m in loaded.messages if m.channel == channel and (not ts or m.ts == ts)]
+        if not gone and ts:
+            # Slack sends a message's events while the reply to chat.postMessage may still be on its
+            # way, so the delete of a message just posted can come before the poster records it: look
+            # again once a recording would have landed (as learn_message does). A message still unknown
+            # then is one the bot withdrew itself, or a stray copy of a replica that died; the ask
+            # lives on in the message it recorded.
+            await asyncio.sleep(LEARN_AFTER_S)
+            loaded = await self.store.load(ref.tag, ref.ask_id)
+            if loaded is None or loaded.state == "ended":
+                return
+            gone = [m for m in loaded.messages if m.channel == channel and m.ts == ts]
         if not gone:
             return
         await self.endings.end(
@@ -392,9 +403,14 @@ class Actions(Room):
 
     async def dismiss_channel(self, channel: str, *, detail: str) -> None:
         """A conversation was archived: every pending ask whose message lived there is dismissed."""
-        for ask_id, tag in await self.store.asks_in_channel(channel):
-            await self.dismiss_message(channel, "", AskRef(tag=tag, ask_id=ask_id), detail=detail)
-            await self.store.untrack_channel(channel, ask_id, tag)
+        # A second look once a recording would have landed: a message posted just before the archive
+        # may still be on its way into its ask's record (see dismiss_message).
+        for look in range(2):
+            if look:
+                await asyncio.sleep(LEARN_AFTER_S)
+            for ask_id, tag in await self.store.asks_in_channel(channel):
+                await self.dismiss_message(channel, "", AskRef(tag=tag, ask_id=ask_id), detail=detail)
+                await self.store.untrack_channel(channel, ask_id, tag)
 
 
 def _form_ending(rec: AskRecord, parsed: FormAnswers) -> results.Ending:

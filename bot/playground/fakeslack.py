@@ -87,6 +87,9 @@ class FakeSlack(People, WebApiServer):
         self.events_url = events_url  # the bot's POST /slack/events; may be set once the bot listens
         self.latency = 0.0  # seconds added to every Web API and response_url request
         self.method_latency: dict[str, float] = {}  # more seconds for some methods: {"chat.update": 2.0}
+        # Seconds between doing a call and its answer reaching the bot, per method: Slack has posted the
+        # message (and sent its events) while the bot still waits for the reply.
+        self.reply_latency: dict[str, float] = {}
         self.ack_timeout = 3.0  # how long the fake waits for the bot's HTTP answer (Slack: 3 s)
         self._clock_offset = 0.0
         # Slack's per-method and per-channel limits (off unless asked for); `speedup` runs Slack's clock

@@ -52,6 +52,7 @@ class WebApiServer:
     scopes: list[str]
     latency: float
     method_latency: dict[str, float]
+    reply_latency: dict[str, float]
     socket_connections: int
     _sockets: set[web.WebSocketResponse]
     _faults: list[Fault]
@@ -203,6 +204,8 @@ class WebApiServer:
         if given == self.bot_token:
             headers["x-oauth-scopes"] = ",".join(self.scopes)
         self.state.touch()
+        if self.reply_latency.get(method, 0.0) > 0:
+            await asyncio.sleep(self.reply_latency[method])
         return web.json_response(call.response, headers=headers)
 
     def _post_channel(self, params: JSON) -> str | None:
