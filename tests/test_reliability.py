@@ -18,7 +18,7 @@ from bot.errors import ConfigError
 from bot.model import AskRecord
 from bot.playground import FakeSlack
 from bot.storage.connection import SENTINEL_PORT, connect, sentinel_hosts
-from bot.storage.keys import GROUP, slot_tag
+from bot.storage.keys import GROUP, due_member, slot_tag
 from bot.storage.store import Store
 from contract.envelopes import parse_ask_envelope
 from tests.harness import SIGNING_SECRET, Harness, interactive_elements
@@ -244,13 +244,28 @@ async def test_an_ask_id_reused_after_retention_with_another_reply_to_lives_in_t
     first = harness.envelope(DEPLOY, ask_id=f"reused-{uuid.uuid4().hex[:6]}")
     await harness.send({**first, "timeout_ms": 1})
     assert (await harness.result(first["reply_to"]))["outcome"] == "timeout"
-    # Retention over: the ask's keys are gone, its id index (which lives longer) is not.
+    # An ask read within its one millisecond is posted, then timed out: let its ending finish (the
+    # message redrawn, the channel set left), as it long has once retention is over.
     old_tag = slot_tag(first["reply_to"])
+    channel_set, member = f"{harness.prefix}:chan:C0DEPLOY", due_member(first["ask_id"], old_tag)
+
+    async def finished() -> bool:
+        return not await harness.redis.sismember(channel_set, member)
+
+    await _until(finished, timeout=10, what="the first ask's ending to finish")
+    earlier = {m.ts for m in harness.fake.messages("C0DEPLOY")}
+    # Retention over: the ask's keys are gone, its id index (which lives longer) is not.
     keys = [k async for k in harness.redis.scan_iter(match=f"{harness.prefix}:{{{old_tag}}}:*")]
     await harness.redis.delete(*keys)
     second = {**first, "reply_to": f"{harness.prefix}:reply:other-{uuid.uuid4().hex[:6]}"}
     await harness.send(second)
-    [message] = await harness.posted()
+    message = await harness.fake.wait_for(
+        lambda: next(
+            (m for m in harness.fake.messages("C0DEPLOY") if m.ts not in earlier and not m.thread_ts), None
+        ),
+        timeout=10,
+        what="the second ask's message",
+    )
     store = Store(harness.redis, harness.prefix)
     assert await store.lookup_tag(first["ask_id"]) == slot_tag(second["reply_to"])
     await harness.fake.click("U0BOB", "C0DEPLOY", message.ts, "slack_ask:choose:0")
