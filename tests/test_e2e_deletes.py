@@ -1,4 +1,5 @@
-"""End to end: deleting an ask's message dismisses it, whatever event Slack sends for the delete.
+"""End to end: deleting an ask's message, or archiving its channel, dismisses the ask, whatever event
+Slack sends for it and whenever it comes.
 
 A message with thread replies (a reminded ask has some) becomes a tombstone and Slack sends
 `message_changed`; in a group DM the events carry `channel_type: "mpim"`. Slack sends a message's
@@ -56,29 +57,23 @@ async def test_a_reminded_ask_whose_message_is_deleted_is_dismissed(harness: Har
     assert parent is not None and parent.tombstone  # Slack's placeholder, with the reminders under it
 
 
-async def test_a_message_deleted_before_the_bot_recorded_it_still_dismisses_the_ask(harness: Harness) -> None:
-    # Slack has posted the message and sends its events while the bot still waits for the reply, so
-    # the delete event arrives before the bot has recorded the message it is about.
-    harness.fake.reply_latency["chat.postMessage"] = 1.0
+@pytest.mark.parametrize("gone", ["message-deleted", "channel-archived"])
+@pytest.mark.parametrize("reply_s", [0.0, 1.0], ids=["recorded-first", "event-first"])
+async def test_deleting_the_message_or_archiving_its_channel_dismisses_the_ask(
+    harness: Harness, gone: str, reply_s: float
+) -> None:
+    # With the reply to chat.postMessage held back, Slack's event (sent once the message exists)
+    # reaches the bot before the bot has recorded the message it is about.
+    harness.fake.reply_latency["chat.postMessage"] = reply_s
     env = harness.envelope(Q)
     await harness.send(env)
     [message] = await harness.posted()
 
-    await harness.fake.delete_message("C0DEPLOY", message.ts)
+    if gone == "message-deleted":
+        await harness.fake.delete_message("C0DEPLOY", message.ts)
+    else:
+        await harness.fake.archive_channel("C0DEPLOY", by="U0ALICE")
 
     result = await harness.result(env["reply_to"])
     assert result["outcome"] == "dismissed"
     assert result["text"] == "User answers:\ncache: (dismissed)"
-
-
-async def test_a_channel_archived_before_the_bot_recorded_its_message_still_dismisses_the_ask(
-    harness: Harness,
-) -> None:
-    harness.fake.reply_latency["chat.postMessage"] = 1.0
-    env = harness.envelope(Q)
-    await harness.send(env)
-    await harness.posted()
-
-    await harness.fake.archive_channel("C0DEPLOY", by="U0ALICE")
-
-    assert (await harness.result(env["reply_to"]))["outcome"] == "dismissed"

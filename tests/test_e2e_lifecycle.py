@@ -205,24 +205,6 @@ async def test_reminders_are_bounded_in_number(harness: Harness) -> None:
     assert len(harness.fake.thread("C0DEPLOY", message.ts)) == 3
 
 
-async def test_deleting_the_message_dismisses_the_ask(harness: Harness) -> None:
-    env = harness.envelope(Q)
-    await harness.send(env)
-    [message] = await harness.posted()
-    await harness.fake.delete_message("C0DEPLOY", message.ts)
-    result = await harness.result(env["reply_to"])
-    assert result["outcome"] == "dismissed"
-    assert result["text"] == "User answers:\ncache: (dismissed)"
-
-
-async def test_archiving_the_channel_dismisses_the_ask(harness: Harness) -> None:
-    env = harness.envelope(Q)
-    await harness.send(env)
-    await harness.posted()
-    await harness.fake.archive_channel("C0DEPLOY", by="U0ALICE")
-    assert (await harness.result(env["reply_to"]))["outcome"] == "dismissed"
-
-
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, timeout=30, check=False
