@@ -18,7 +18,7 @@ from bot.errors import ConfigError
 from bot.model import AskRecord
 from bot.playground import FakeSlack
 from bot.storage.connection import SENTINEL_PORT, connect, sentinel_hosts
-from bot.storage.keys import GROUP, due_member, slot_tag
+from bot.storage.keys import GROUP, Keys, due_member, slot_tag
 from bot.storage.store import Store
 from contract.envelopes import parse_ask_envelope
 from tests.harness import SIGNING_SECRET, Harness, interactive_elements
@@ -247,7 +247,7 @@ async def test_an_ask_id_reused_after_retention_with_another_reply_to_lives_in_t
     # An ask read within its one millisecond is posted, then timed out: let its ending finish (the
     # message redrawn, the channel set left), as it long has once retention is over.
     old_tag = slot_tag(first["reply_to"])
-    channel_set, member = f"{harness.prefix}:chan:C0DEPLOY", due_member(first["ask_id"], old_tag)
+    channel_set, member = Keys(harness.prefix).channel("C0DEPLOY"), due_member(first["ask_id"], old_tag)
 
     async def finished() -> bool:
         return not await harness.redis.sismember(channel_set, member)

@@ -375,22 +375,21 @@ class Actions(Room):
         """A message carrying an ask was deleted, or its conversation archived."""
         if ref is None:
             return
-        loaded = await self.store.load(ref.tag, ref.ask_id)
-        if loaded is None or loaded.state == "ended":
-            return
-        gone = [m for m in loaded.messages if m.channel == channel and (not ts or m.ts == ts)]
-        if not gone and ts:
-            # Slack sends a message's events while the reply to chat.postMessage may still be on its
-            # way, so the delete of a message just posted can come before the poster records it: look
-            # again once a recording would have landed (as learn_message does). A message still unknown
-            # then is one the bot withdrew itself, or a stray copy of a replica that died; the ask
-            # lives on in the message it recorded.
-            await asyncio.sleep(LEARN_AFTER_S)
+        # Slack sends a message's events while the reply to chat.postMessage may still be on its way,
+        # so the delete of a message just posted can come before the poster records it: a second look
+        # once a recording would have landed (as learn_message does). A message still unknown then is
+        # one the bot withdrew itself, or a stray copy of a replica that died; the ask lives on in the
+        # message it recorded.
+        for look in range(2 if ts else 1):
+            if look:
+                await asyncio.sleep(LEARN_AFTER_S)
             loaded = await self.store.load(ref.tag, ref.ask_id)
             if loaded is None or loaded.state == "ended":
                 return
-            gone = [m for m in loaded.messages if m.channel == channel and m.ts == ts]
-        if not gone:
+            gone = [m for m in loaded.messages if m.channel == channel and (not ts or m.ts == ts)]
+            if gone:
+                break
+        else:
             return
         await self.endings.end(
             loaded.record,

@@ -204,8 +204,8 @@ class WebApiServer:
         if given == self.bot_token:
             headers["x-oauth-scopes"] = ",".join(self.scopes)
         self.state.touch()
-        if self.reply_latency.get(method, 0.0) > 0:
-            await asyncio.sleep(self.reply_latency[method])
+        if (hold := self.reply_latency.get(method, 0.0)) > 0:
+            await asyncio.sleep(hold)
         return web.json_response(call.response, headers=headers)
 
     def _post_channel(self, params: JSON) -> str | None:
