@@ -15,7 +15,7 @@ from bot.engine.actions import Actions
 from bot.engine.endings import Endings
 from bot.engine.room import LEASE_FACTOR, Room, Shared, lease_deadline
 from bot.engine.timers import Timers
-from bot.errors import SlackBusyError, SlackError
+from bot.errors import NotReplicatedError, SlackBusyError, SlackError
 from bot.logs import bind_ask_id
 from bot.metrics import METRICS
 from bot.model import AskRecord, PostedMessage
@@ -310,11 +310,16 @@ class Intake(Room):
     async def _record_post(self, rec: AskRecord, posted: PostedMessage, entry: Entry) -> str | None:
         """Record the message just posted, retrying through a Redis blip: a live message the ask does
         not know would keep its buttons after the end. Retrying is safe (posted.lua records a message
-        once). Should Redis stay away longer than a blip (RECORD_RETRY_S), the message is withdrawn
-        (chat.delete) rather than left live and unknown while this replica waits, and may die; None
-        says so, and the caller posts again once Redis is back (should this replica die meanwhile, the
-        entry is still pending and another delivers it). Only if Slack will not delete it either does
-        the record go on being retried, while the intake lease lasts."""
+        once), and goes on while the intake lease lasts.
+
+        A NotReplicatedError says posted.lua ran on the master (the message is in the record there)
+        and only the replicas' confirmation is missing: the ask waits for a replica, the message is
+        never withdrawn. Any other Redis error for longer than a blip (RECORD_RETRY_S) withdraws the
+        message (``Room.withdraw``: marked withdrawn in the ask's record, then chat.delete) rather
+        than leave it live while this replica waits, and may die; None says so, and the caller posts
+        again once Redis is back. While Redis does not take the mark either, nothing is deleted (a
+        copy deleted unmarked, whose record had landed, would dismiss the ask with its own delete
+        event): the message stays live and its record goes on being retried."""
         loop = asyncio.get_running_loop()
         delay = 0.05
         withdraw_at = loop.time() + RECORD_RETRY_S
@@ -324,28 +329,27 @@ class Intake(Room):
                 return await self.store.posted(
                     rec.tag, rec.ask_id, [posted], actor=self.consumer, ack_entry=entry.id, track_channel=True
                 )
+            except NotReplicatedError as exc:
+                failure: RedisError = exc
             except RedisError as exc:
-                if loop.time() >= withdraw_at and withdraw_at < deadline:
-                    withdraw_at = deadline  # one attempt: then keep retrying the record
-                    try:
-                        await self.slack.delete(posted.channel, posted.ts)
-                    except SlackError as slack_exc:
-                        log.warning("could not withdraw %s of %s: %s", posted.ts, rec.ask_id, slack_exc)
-                    else:
-                        log.warning(
-                            "Redis is away (%s): withdrew message %s of %s; it is posted again later",
-                            exc,
-                            posted.ts,
-                            rec.ask_id,
-                        )
-                        return None
-                if loop.time() + delay > deadline:
-                    raise
-                log.warning(
-                    "could not record message %s of %s yet (%s); retrying", posted.ts, rec.ask_id, exc
-                )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+                failure = exc
+                if loop.time() >= withdraw_at and await self.withdraw(
+                    rec, posted, why=f"{posted.channel}/{posted.ts}: not recorded, Redis is away ({exc})"
+                ):
+                    log.warning(
+                        "Redis is away (%s): withdrew message %s of %s; it is posted again later",
+                        exc,
+                        posted.ts,
+                        rec.ask_id,
+                    )
+                    return None
+            if loop.time() + delay > deadline:
+                raise failure
+            log.warning(
+                "could not record message %s of %s yet (%s); retrying", posted.ts, rec.ask_id, failure
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
 
     async def _deliver(
         self, rec: AskRecord, entry: Entry, *, deadline: float, channel_token: bool = False

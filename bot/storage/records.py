@@ -155,6 +155,8 @@ class LoadedAsk:
     finalized: bool
     votes: list[ResultVote] | None = None
     """Approval asks: the votes so far, as the result will show them (None without approval)."""
+    withdrawn: frozenset[tuple[str, str]] = frozenset()
+    """``(channel, ts)`` of the copies the bot withdrew (``Store.withdraw``): never among ``messages``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,20 +4,32 @@
 -- ARGV[4] new escalation step ('' = unchanged), ARGV[5] detail, ARGV[6] '1' for a stray: a message
 -- the bot learned of (not the delivery's own), recorded without touching the state or the lease
 -- Returns {'ok', state_before} or {'ended', ''} (the ask ended meanwhile: the caller must turn the
--- new messages into ended messages at once), or {'missing', ''}.
+-- new messages into ended messages at once), {'withdrawn', ''} (every message given was withdrawn:
+-- nothing changed), or {'missing', ''}.
 local now = now_ms()
-local state = redis.call('HGET', KEYS[1], 'state')
+local f = redis.call('HMGET', KEYS[1], 'state', 'msgs', 'withdrawn')
+local state = f[1]
 if not state then return {'missing', ''} end
-local msgs = cjson.decode(redis.call('HGET', KEYS[1], 'msgs'))
+local msgs = cjson.decode(f[2])
+-- A message the bot withdrew (withdraw.lua, advance.lua) is never the ask's again, whoever records
+-- it: a retried record, or a stray learned from Slack's event just as the bot deleted it.
+local withdrawn = withdrawn_set(f[3])
+local new = cjson.decode(ARGV[2])
+local live = 0
 -- Idempotent on (channel, ts): a call retried after a lost reply records each message once.
 local known = {}
 for _, m in ipairs(msgs) do known[m.channel .. ' ' .. m.ts] = true end
-for _, m in ipairs(cjson.decode(ARGV[2])) do
-  if not known[m.channel .. ' ' .. m.ts] then
-    table.insert(msgs, m)
-    known[m.channel .. ' ' .. m.ts] = true
+for _, m in ipairs(new) do
+  local id = m.channel .. ' ' .. m.ts
+  if not withdrawn[id] then
+    live = live + 1
+    if not known[id] then
+      table.insert(msgs, m)
+      known[id] = true
+    end
   end
 end
+if #new > 0 and live == 0 then return {'withdrawn', ''} end
 -- cjson encodes an empty table as {}; msgs is never empty here when ARGV[2] had messages.
 if #msgs == 0 then
   redis.call('HSET', KEYS[1], 'msgs', '[]')
