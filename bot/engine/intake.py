@@ -28,7 +28,8 @@ __all__ = ["Intake"]
 log = logging.getLogger(__name__)
 
 RECORD_RETRY_S = 1.0
-"""How long the record of a message just posted is retried in place before the message is withdrawn."""
+"""How long the record of a message just posted is retried in place before the message is withdrawn
+(only once Redis takes the withdrawal's mark, and never for a NotReplicatedError: see _record_post)."""
 
 
 class Intake(Room):
