@@ -69,7 +69,7 @@ async def test_a_graphs_model_calls_the_ask_tool_and_gets_the_narration(harness:
     assert answer.content == "User answers:\ndb: Postgres"
     assert answer.artifact["selectedOptions"] == ["Postgres"]
     assert state["messages"][-1].content == "Postgres it is."
-    stored = await AskClient(harness.redis, prefix=harness.prefix).result("lc:t-1:call-1")
+    stored = await AskClient(harness.redis, prefix=harness.prefix).result("lc:t-1:2:call-1")
     assert stored is not None and stored.text == answer.content
 
 

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Unpack
 
-from bot.client import AskClient, AskClientError, AskOptions
+from bot.client import AskClient, AskClientError, AskOptions, AskRequestError
 from contract import ASK_ID_PATTERN, ResultEnvelope, build_details, narrate, normalize_ask_request
 from contract.envelopes import ResultDelivery, ResultError
 from contract.question import AskDelivery
@@ -37,6 +37,7 @@ from contract.timeout import TIMEOUT_ERROR_MESSAGE, apply_timeout_policy
 __all__ = [
     "APPROVAL_QUESTION_ID",
     "APPROVE",
+    "ASK_TOOL_DESCRIPTION",
     "DEFAULT_GRACE_S",
     "DEFAULT_TIMEOUT_MS",
     "REJECT",
@@ -45,6 +46,7 @@ __all__ = [
     "approval_request",
     "ask_and_wait",
     "ask_for_approval",
+    "ask_from_tool",
     "decision_of",
     "stable_ask_id",
     "timeout_result",
@@ -61,6 +63,12 @@ WITHDRAWN_REASON: Final = "the agent stopped waiting for this question"
 APPROVAL_QUESTION_ID: Final = "approval"
 APPROVE: Final = "Approve"
 REJECT: Final = "Reject"
+ASK_TOOL_DESCRIPTION: Final = (
+    "Ask a person in Slack one to eight structured questions and wait for their answers. Each "
+    "question needs 'question' and 1 to 12 'options' (labels, or {label, description}); 'recommended' "
+    "is the zero-based index of the option you recommend; free text is offered unless allowCustom is "
+    "false. Never assume an answer."
+)
 _ARGUMENTS_MAX: Final = 2500
 _HOST: Final = AskDelivery(surface="host")
 
@@ -150,6 +158,18 @@ async def ask_and_wait(
         await _withdraw(client, ask_id, reply_to)
         return timeout_result(request, options.get("on_timeout"), ask_id)
     return result
+
+
+async def ask_from_tool(
+    client: AskClient, questions: list[dict[str, Any]], *, grace_s: float, options: AskOptions
+) -> tuple[str, dict[str, Any]]:
+    """What an ask tool gives the model: the narration and the details; a request the contract
+    refuses is ``Error: <its message>`` (no details), for the model to correct."""
+    try:
+        result = await ask_and_wait(client, {"questions": questions}, grace_s=grace_s, **options)
+    except AskRequestError as exc:
+        return f"Error: {exc.message}", {}
+    return result.text, result.details
 
 
 # ---------------------------------------------------------------- tool-call approvals

@@ -26,12 +26,14 @@ from langgraph.config import get_config
 from langgraph.types import Command, Interrupt
 from pydantic import BaseModel, Field
 
-from bot.client import AskClient, AskOptions, AskRequestError
+from bot.client import AskClient, AskOptions
 from bot.integrations.common import (
+    ASK_TOOL_DESCRIPTION,
     DEFAULT_GRACE_S,
     Decision,
     ask_and_wait,
     ask_for_approval,
+    ask_from_tool,
     stable_ask_id,
     with_ask_id,
 )
@@ -45,13 +47,6 @@ if TYPE_CHECKING:
     )
 
 __all__ = ["ask_in_node", "ask_tool", "node_ask_id", "resume_command", "review"]
-
-ASK_TOOL_DESCRIPTION = (
-    "Ask a person in Slack one to eight structured questions and wait for their answers. Each "
-    "question needs 'question' and 1 to 12 'options' (labels, or {label, description}); 'recommended' "
-    "is the zero-based index of the option you recommend; free text is offered unless allowCustom is "
-    "false. Never assume an answer."
-)
 
 _NODE_ASKS: contextvars.ContextVar[tuple[str, list[int]] | None] = contextvars.ContextVar(
     "slack_ask_node_asks", default=None
@@ -116,8 +111,8 @@ def ask_tool(
     It returns the contract's narration as the tool message's content and the details as its
     artifact. A request the contract refuses comes back as ``Error: <message>`` for the model to
     correct; Redis down raises :class:`~bot.client.RedisUnavailableError`. Inside a graph run with a
-    ``thread_id`` the ``ask_id`` is derived from the thread and the tool call's id, so a re-run of the
-    tool node reuses the ask.
+    ``thread_id`` the ``ask_id`` is derived from the thread, the step and the tool call's id, so a re-run
+    of the tool node reuses the ask.
     """
 
     async def ask_person(
@@ -126,16 +121,14 @@ def ask_tool(
         tool_call_id: Annotated[str | None, InjectedToolCallId] = None,
     ) -> tuple[str, dict[str, Any]]:
         thread = _thread_id(config)
+        # The step too: a model may reuse a tool call id later in a thread; a re-run never changes it.
+        step = (config.get("metadata") or {}).get("langgraph_step", "")
         ask_options = (
-            with_ask_id(options, stable_ask_id("lc", thread, tool_call_id))
+            with_ask_id(options, stable_ask_id("lc", thread, step, tool_call_id))
             if thread is not None and tool_call_id
             else options
         )
-        try:
-            result = await ask_and_wait(client, {"questions": questions}, grace_s=grace_s, **ask_options)
-        except AskRequestError as exc:
-            return f"Error: {exc.message}", {}
-        return result.text, result.details
+        return await ask_from_tool(client, questions, grace_s=grace_s, options=ask_options)
 
     return StructuredTool.from_function(
         coroutine=ask_person,
