@@ -4,7 +4,7 @@ The callback runs inside a real ``ClaudeSDKClient`` whose transport is a scripte
 ``claude`` CLI: it answers the SDK's ``initialize`` and sends the control protocol's own
 ``can_use_tool`` requests (and a ``control_cancel_request``), so the SDK builds the
 ``ToolPermissionContext`` and turns our ``PermissionResultAllow`` / ``PermissionResultDeny`` into
-its wire answer. No real ``claude`` session runs (it needs a model API; see docs/integrations.md).
+its wire answer. A real ``claude`` session: tests/test_integrations_claude_session.py.
 """
 
 from __future__ import annotations
