@@ -68,3 +68,35 @@ def test_the_demo_without_redis_server_or_fakeredis_says_so_in_one_line() -> Non
         "slack-ask demo: no usable redis-server on PATH and fakeredis is not installed: install "
         "redis-server, set REDIS_URL, or pip install 'slack-ask[demo]'"
     ]
+
+
+FRAMEWORK_EXTRAS = {
+    "langgraph": {"langgraph", "langchain", "langchain-core"},
+    "openai-agents": {"openai-agents"},
+    "claude-agent": {"claude-agent-sdk"},
+}
+
+
+def test_the_agent_frameworks_are_extras_pinned_to_a_major_and_in_the_dev_extra() -> None:
+    project = _pyproject()["project"]
+    assert isinstance(project, dict)
+    frameworks = set().union(*FRAMEWORK_EXTRAS.values())
+    assert not frameworks & set(_names(project["dependencies"])), "a plain `pip install .` pulls none"
+    extras = project["optional-dependencies"]
+    assert isinstance(extras, dict)
+    for extra, names in FRAMEWORK_EXTRAS.items():
+        pinned = _names(extras[extra])
+        assert set(pinned) == names
+        assert all("<" in req for req in pinned.values()), pinned  # an upper bound: the tested major
+    assert "slack-ask[langgraph,openai-agents,claude-agent]" in extras["dev"]
+
+
+def test_the_client_and_the_integrations_core_import_without_any_framework() -> None:
+    blocked = ["langgraph", "langchain", "langchain_core", "agents", "claude_agent_sdk"]
+    code = (
+        f"import sys\nfor name in {blocked!r}: sys.modules[name] = None\n"
+        "import bot.client, bot.integrations.common, bot.cli, bot.mcp_server, bot.runtime\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=50)
+    assert (proc.returncode, proc.stdout.strip()) == (0, "ok"), proc.stderr

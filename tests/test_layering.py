@@ -63,7 +63,14 @@ IO_SHELL = (
     "bot.app",
     "bot.runtime",
     "bot.client",
+    "bot.integrations",
 )
+# The agent frameworks (optional extras): each imported only inside its own integration module.
+FRAMEWORKS = {
+    "bot.integrations.langgraph": ("langgraph", "langchain", "langchain_core"),
+    "bot.integrations.openai_agents": ("agents",),
+    "bot.integrations.claude_agent": ("claude_agent_sdk",),
+}
 BASE_MAY_IMPORT = ("bot.storage.diagnose",)
 """Settings check the Redis URL as they are read (a pure parse, no connection)."""
 CONTRACT_MAY_IMPORT = ("pydantic", "pydantic_core", "typing_extensions", "contract")
@@ -158,6 +165,16 @@ def test_the_base_modules_import_no_other_part_of_bot(module: str) -> None:
 @pytest.mark.parametrize("module", _in(IO_SHELL))
 def test_the_io_shell_never_imports_the_commands_or_the_playground(module: str) -> None:
     assert _offending(module, TOP) == []
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_each_agent_framework_is_imported_only_inside_its_integration_module(module: str) -> None:
+    """``pip install slack-ask`` pulls no framework: nothing else may need one (issue 20)."""
+    foreign = [lib for owner, libs in FRAMEWORKS.items() if owner != module for lib in libs]
+    assert _offending(module, tuple(foreign)) == []
+    assert not module.startswith("bot.integrations.") or module in FRAMEWORKS or module.endswith(".common")
+    if not _within(module, ("bot.integrations",)):
+        assert _offending(module, ("bot.integrations",)) == [], "only the agent's own code imports these"
 
 
 def test_what_the_base_may_import_does_no_io() -> None:
