@@ -72,18 +72,27 @@ def _text(inputs: Mapping[str, Any], name: str) -> str | None:
     return value if isinstance(value, str) else str(value)
 
 
-def _integer(inputs: Mapping[str, Any], name: str) -> int | StepRefusal | None:
+def _number(inputs: Mapping[str, Any], name: str) -> float | StepRefusal | None:
     value = inputs.get(name)
     if value is None or value == "":
         return None
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return StepRefusal(f"{name}: a whole number is needed, got {value!r}")
+        return StepRefusal(f"{name}: a number is needed, got {value!r}")
     try:
         number = float(value)
     except ValueError:
-        return StepRefusal(f"{name}: a whole number is needed, got {value!r}")
+        return StepRefusal(f"{name}: a number is needed, got {value!r}")
+    if number != number or number in (float("inf"), float("-inf")):
+        return StepRefusal(f"{name}: a number is needed, got {value!r}")
+    return number
+
+
+def _integer(inputs: Mapping[str, Any], name: str) -> int | StepRefusal | None:
+    number = _number(inputs, name)
+    if number is None or isinstance(number, StepRefusal):
+        return number
     if number != int(number):
-        return StepRefusal(f"{name}: a whole number is needed, got {value!r}")
+        return StepRefusal(f"{name}: a whole number is needed, got {number:g}")
     return int(number)
 
 
@@ -136,14 +145,14 @@ def step_envelope(
     requester = _text(inputs, "requester")
     if requester:
         envelope["requester"]["user"] = requester
-    minutes = _integer(inputs, "timeout_minutes")
+    minutes = _number(inputs, "timeout_minutes")
     if isinstance(minutes, StepRefusal):
         return minutes
     if minutes is not None:
         most = max_timeout_ms(settings) // 60_000
-        if not 1 <= minutes <= most:
-            return StepRefusal(f"timeout_minutes: from 1 to {most} minutes, got {minutes}")
-        envelope["timeout_ms"] = minutes * 60_000
+        if not 1 / 60 <= minutes <= most:
+            return StepRefusal(f"timeout_minutes: from 1 second (1/60) to {most} minutes, got {minutes:g}")
+        envelope["timeout_ms"] = round(minutes * 60_000)
     approvals = _integer(inputs, "approvals")
     if isinstance(approvals, StepRefusal):
         return approvals
