@@ -39,6 +39,20 @@ async def _record_done(harness: Harness, execution: Execution) -> dict[bytes, by
         await asyncio.sleep(0.05)  # polling a condition, not waiting out a guess
 
 
+async def _looked_at(harness: Harness, execution: Execution) -> None:
+    """Wait for the sweep's first look at the step's ask: its next look is then after the deadline
+    (a day away at least), so only a result taken off the reply list can bring it sooner."""
+    keys = Keys(harness.prefix)
+    deadline = asyncio.get_running_loop().time() + 10
+    while True:
+        score = await harness.redis.zscore(keys.step_due, f"wf.{execution.id}")
+        now_ms = (await harness.redis.time())[0] * 1000
+        if score is not None and score > now_ms + 86_400_000:
+            return
+        assert asyncio.get_running_loop().time() < deadline, f"no first look (next look {score})"
+        await asyncio.sleep(0.05)  # polling a condition
+
+
 async def test_an_answered_step_completes_with_the_choice_and_who_answered(harness: Harness) -> None:
     execution = await harness.fake.run_step(SHIP)
     [message] = await harness.posted()
@@ -148,6 +162,7 @@ async def test_a_replica_killed_after_the_answer_leaves_the_step_to_another(harn
     first = harness.replicas[0]
     execution = await harness.fake.run_step(SHIP)
     [message] = await harness.posted()
+    await _looked_at(harness, execution)  # nothing due before the deadline but the answer's claim
     harness.fake.set_unreachable()  # the first replica's completeSuccess never reaches Slack...
     await harness.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:0")
     await harness.fake.wait_for(
