@@ -6,14 +6,20 @@ manifest.yml declares. Real Redis, real replicas."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
+import aiohttp
 import pytest
+from redis.asyncio import Redis
 
+from bot.playground import FakeSlack
 from bot.playground.functions import Execution
+from bot.storage.embedded import free_port
 from bot.storage.keys import Keys
 from tests.decline_helpers import decline
-from tests.harness import Harness
+from tests.harness import SIGNING_SECRET, Harness
+from tests.redis_procs import BotProc
 
 SHIP = {"question": "Ship build 42?", "options": ["Ship", "Wait"], "channel": "C0DEPLOY"}
 
@@ -180,3 +186,82 @@ async def test_a_replica_killed_after_the_answer_leaves_the_step_to_another(harn
     assert execution.outputs is not None and execution.outputs["answered_by"] == "U0ALICE"
     assert len(execution.accepted) == 1
     await _record_done(harness, execution)
+
+
+async def test_the_invariant_check_sees_a_pending_step_without_its_look(harness: Harness) -> None:
+    execution = await harness.fake.run_step(SHIP)
+    [message] = await harness.posted()
+    keys = Keys(harness.prefix)
+    await harness.redis.zrem(keys.step_due, f"wf.{execution.id}")
+    assert [(p.kind, p.key) for p in await harness.problems()] == [
+        ("no_timer", keys.step(f"wf.{execution.id}"))
+    ]
+    await harness.redis.zadd(keys.step_due, {f"wf.{execution.id}": 0})
+    await harness.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+    await _ended(harness, execution)
+
+
+async def _healthy(port: int, proc: BotProc) -> None:
+    """Wait for a replica process to serve (its /healthz answers 200)."""
+    deadline = asyncio.get_running_loop().time() + 30
+    async with aiohttp.ClientSession() as session:
+        while True:
+            with contextlib.suppress(aiohttp.ClientError):
+                async with session.get(f"http://127.0.0.1:{port}/healthz") as answer:
+                    if answer.status == 200:
+                        return
+            assert proc.alive, f"replica {proc.name} died:\n{proc.log()[-3000:]}"
+            assert asyncio.get_running_loop().time() < deadline, f"replica {proc.name} never served"
+            await asyncio.sleep(0.1)  # polling a condition
+
+
+async def test_a_replica_process_sigkilled_after_the_answer_leaves_the_step_to_another(
+    fake_slack: FakeSlack, redis: Redis, redis_url: str, prefix: str
+) -> None:
+    """As above, with replicas as real processes: the first is SIGKILLed while Slack does not answer its
+    completeSuccess; a second process completes the step from Redis alone, once."""
+    env = {
+        "SLACK_BOT_TOKEN": fake_slack.bot_token,
+        "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+        "SLACK_API_URL": fake_slack.api_url,
+        "REDIS_URL": redis_url,
+        "SLACK_ASK_PREFIX": prefix,
+        "SLACK_ASK_DELIVERY_WINDOW_MS": "1500",
+        "SLACK_ASK_TIMER_LEASE_MS": "1500",
+        "SLACK_ASK_SWEEP_INTERVAL_MS": "50",
+        "SLACK_ASK_PACE_SCALE": "0",
+    }
+    first, second = BotProc(env, free_port(), "wf-first"), BotProc(env, free_port(), "wf-second")
+    try:
+        first.start()
+        await _healthy(first.port, first)
+        fake_slack.events_url = f"http://127.0.0.1:{first.port}/slack/events"
+        execution = await fake_slack.run_step(SHIP)
+        h = Harness(fake=fake_slack, redis=redis, redis_url=redis_url, prefix=prefix)
+        try:
+            [message] = await h.posted()
+            await _looked_at(h, execution)
+            fake_slack.set_unreachable()
+            await fake_slack.click("U0BOB", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+            await fake_slack.wait_for(
+                lambda: (
+                    [c for c in fake_slack.state.calls if c.method == "functions.completeSuccess"] or None
+                ),
+                what="the first replica's completeSuccess",
+            )
+            first.kill()
+            assert execution.state == "running"
+            fake_slack.clear_faults()
+            second.start()
+            await _healthy(second.port, second)
+            fake_slack.events_url = f"http://127.0.0.1:{second.port}/slack/events"
+            await _ended(h, execution, timeout=20)
+            assert execution.state == "completed" and len(execution.accepted) == 1
+            assert execution.outputs is not None and execution.outputs["answered_by"] == "U0BOB"
+            await _record_done(h, execution)
+            assert await h.problems() == []
+        finally:
+            h.log_watch.__exit__()
+    finally:
+        first.kill()
+        second.stop()
