@@ -198,11 +198,11 @@ def build_app(
     app.event("group_archive")(archived)
 
     if steps is not None:
-        # Bolt acks function_executed before the listener runs (auto_acknowledge).
-        @app.function(CALLBACK_ID)
+        # Acked once the execution is recorded in Redis: Slack sends an event it got no ack for again.
+        @app.function(CALLBACK_ID, auto_acknowledge=False)
         @track
-        async def ask_step(event: dict[str, Any]) -> None:
-            await steps.on_executed(event)
+        async def ask_step(ack: AsyncAck, event: dict[str, Any]) -> None:
+            await steps.on_executed(event, ack)
 
     prime_authorization(app, client, engine.slack.identity)
 

@@ -152,6 +152,22 @@ async def test_function_executed_sent_twice_asks_once(harness: Harness) -> None:
     assert len([m for m in harness.fake.messages("C0DEPLOY") if not m.thread_ts]) == 1
 
 
+async def test_an_execution_the_bot_could_not_record_is_not_acknowledged(harness: Harness) -> None:
+    execution = harness.fake.functions.start("ask_question", SHIP)
+    event = harness.fake.functions.event(execution, app_id=harness.fake.state.bot.app_id)
+    key = Keys(harness.prefix).step(f"wf.{execution.id}")
+    await harness.redis.set(key, "in the way")  # Redis refuses the record (WRONGTYPE)
+    refused = await harness.fake.send_event(event)
+    assert refused is not None and refused.status != 200  # so Slack sends the event again
+    await harness.redis.delete(key)
+    again = await harness.fake.send_event(event)
+    assert again is not None and again.status == 200
+    [message] = await harness.posted()
+    await harness.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+    await _ended(harness, execution)
+    assert len(execution.accepted) == 1
+
+
 async def test_an_expired_step_token_falls_back_to_the_bot_token(harness: Harness) -> None:
     execution = await harness.fake.run_step(SHIP)
     harness.fake.functions.token_ttl = 0.0  # Slack's 15 minutes are over (or the token was revoked)

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from bot.engine.room import Room, Shared, lease_deadline
-from bot.errors import SlackPermanentError
+from bot.errors import SlackError, SlackPermanentError
 from bot.results import StoredResult, parse_result
 from bot.storage.steps import StepRecord, StepStore
 from bot.workflow import StepCompletion, StepRefusal, step_ask_id, step_completion, step_envelope
@@ -46,12 +46,14 @@ class WorkflowSteps(Room):
         self.lease_ms = self.settings.timer_lease_ms
         self.first_look_ms = self.settings.timer_lease_ms
 
-    async def on_executed(self, event: Mapping[str, Any]) -> None:
-        """One ``function_executed`` of the step (already acked by Bolt)."""
+    async def on_executed(self, event: Mapping[str, Any], ack: Callable[[], Awaitable[Any]]) -> None:
+        """One ``function_executed`` of the step. ``ack`` is called once the execution is recorded:
+        an event the bot could not record (Redis away) is not acknowledged, and Slack sends it again."""
         execution_id = str(event.get("function_execution_id") or "")
         token = str(event.get("bot_access_token") or "")
         inputs = event.get("inputs")
         if not execution_id:
+            await ack()
             return
         ask_id = step_ask_id(execution_id)
         built = step_envelope(
@@ -73,13 +75,18 @@ class WorkflowSteps(Room):
             first_look_ms=self.first_look_ms,
             ttl_ms=pending_ms + self.steps.retention_ms,
         )
+        await ack()
         if not new:
             log.info("step %s: function_executed again for a known execution; nothing to do", ask_id)
             return
         if refusal:
             log.info("step %s: inputs refused: %s", ask_id, refusal)
             now = await self.steps.server_time_ms()
-            await self.finish(ask_id, claimed_until_ms=now + self.first_look_ms)
+            try:
+                await self.finish(ask_id, claimed_until_ms=now + self.first_look_ms)
+            except SlackError as exc:
+                # The first look (already scheduled) tells Slack once it answers.
+                log.warning("step %s: not failed yet (%s); retried by the sweep", ask_id, exc)
             return
         await self.steps.send_ask(envelope)
         log.info("step %s: asked through the intake stream", ask_id)
