@@ -18,6 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from bot.asks import max_timeout_ms
 from bot.engine.room import Room, Shared, lease_deadline
 from bot.errors import SlackError, SlackPermanentError
 from bot.results import StoredResult, parse_result
@@ -65,7 +66,7 @@ class WorkflowSteps(Room):
         refusal = built.message if isinstance(built, StepRefusal) else ""
         envelope = "" if isinstance(built, StepRefusal) else json.dumps(built)
         timeout_ms = 0 if isinstance(built, StepRefusal) else int(built.get("timeout_ms") or 0)
-        pending_ms = timeout_ms or self.settings.default_timeout_ms
+        pending_ms = timeout_ms or max_timeout_ms(self.settings)  # no deadline given: the longest one
         new = await self.steps.begin(
             ask_id,
             execution_id=execution_id,
