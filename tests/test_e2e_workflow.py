@@ -115,6 +115,20 @@ async def test_a_person_not_allowed_to_answer_changes_nothing(harness: Harness) 
     assert (execution.outputs["outcome"], execution.outputs["answered_by"]) == ("answered", "U0BOB")
 
 
+async def test_a_step_needing_two_approvals_waits_for_the_second(harness: Harness) -> None:
+    execution = await harness.fake.run_step({**SHIP, "approvals": 2, "requester": "U0CAROL"})
+    [message] = await harness.posted()
+    await harness.fake.click("U0CAROL", "C0DEPLOY", message.ts, "slack_ask:choose:0")  # not their own
+    await harness.fake.wait_for(lambda: harness.fake.ephemerals_for("U0CAROL"), what="a private refusal")
+    await harness.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+    await harness.fake.wait_for(lambda: message.edits or None, what="the tally")
+    assert execution.state == "running"
+    await harness.fake.click("U0BOB", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+    await _ended(harness, execution)
+    assert execution.outputs is not None
+    assert (execution.outputs["choice"], execution.outputs["answered_by"]) == ("Ship", "U0BOB")
+
+
 @pytest.mark.parametrize(
     ("inputs", "says"),
     [
