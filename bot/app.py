@@ -19,6 +19,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.engine import Engine
+from bot.engine.workflow import WorkflowSteps
 from bot.ids import (
     ACTION_CHOOSE,
     ACTION_DECLINE,
@@ -32,6 +33,7 @@ from bot.ids import (
 )
 from bot.loops import log_failure
 from bot.slack.interactions import parse_block_action, parse_view_submission
+from bot.workflow import CALLBACK_ID
 
 __all__ = ["build_app", "find_ask_ref", "prime_authorization"]
 
@@ -87,8 +89,10 @@ def build_app(
     signing_secret: str | None,
     socket_mode: bool,
     running: set[asyncio.Task[Any]] | None = None,
+    steps: WorkflowSteps | None = None,
 ) -> AsyncApp:
-    """The Bolt app; ``running`` (if given) holds the tasks of listeners at work, for a clean stop."""
+    """The Bolt app; ``running`` (if given) holds the tasks of listeners at work, for a clean stop;
+    ``steps`` (if given) runs the Workflow Builder step (docs/workflow-step.md)."""
     app = AsyncApp(
         client=client,
         # Socket Mode payloads arrive over an authenticated WebSocket; HTTP requests are always verified.
@@ -200,6 +204,14 @@ def build_app(
 
     app.event("channel_archive")(archived)
     app.event("group_archive")(archived)
+
+    if steps is not None:
+        # Acked once the execution is recorded in Redis: Slack sends an event it got no ack for again.
+        @app.function(CALLBACK_ID, auto_acknowledge=False)
+        @track
+        async def ask_step(ack: AsyncAck, event: dict[str, Any]) -> None:
+            await steps.on_executed(event, ack)
+
     prime_authorization(app, client, engine.slack.identity)
 
     @app.error

@@ -21,6 +21,8 @@ from slack_bolt.async_app import AsyncApp
 from bot.app import build_app
 from bot.config import Settings
 from bot.engine import Engine
+from bot.engine.room import Shared
+from bot.engine.workflow import WorkflowSteps
 from bot.errors import ConfigError, SlackError
 from bot.intake import Intake
 from bot.loops import log_failure
@@ -28,8 +30,10 @@ from bot.metrics import METRICS
 from bot.slack.edge import Refused, read_signed_body, refuse, signed_body_problem
 from bot.slack.gateway import SlackGateway, make_client
 from bot.slack.pacing import Pacer
+from bot.step_loop import StepLoop
 from bot.storage.buckets import Buckets
 from bot.storage.connection import connect
+from bot.storage.steps import StepStore
 from bot.storage.store import Store
 from bot.sweeper import Sweeper
 
@@ -83,6 +87,17 @@ class BotRuntime:
         self.sweeper = Sweeper(
             self.engine, self.store, interval_ms=s.sweep_interval_ms, lease_ms=s.timer_lease_ms
         )
+        # The Workflow Builder step (docs/workflow-step.md): one more agent inside the replica.
+        step_store = StepStore(
+            self.redis,
+            s.prefix,
+            retention_ms=s.defaults.retention_ms,
+            min_replicas=s.redis_min_replicas,
+            replica_wait_ms=s.redis_wait_ms,
+        )
+        shared = Shared(settings=s, store=self.store, slack=self.slack, consumer=self.engine.consumer)
+        self.workflow = WorkflowSteps(shared, step_store)
+        self.step_loop = StepLoop(self.workflow, interval_ms=s.sweep_interval_ms)
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         # Bolt's listener tasks at work (Bolt does not await them): stop waits for them before Redis closes.
@@ -104,6 +119,7 @@ class BotRuntime:
             signing_secret=secret.get_secret_value() if secret is not None else None,
             socket_mode=socket_mode,
             running=self._listeners,
+            steps=self.workflow,
         )
 
     async def check_redis(self) -> None:
@@ -143,11 +159,12 @@ class BotRuntime:
         self._tasks = [
             asyncio.create_task(self.intake.run(self._stop), name="intake"),
             asyncio.create_task(self.sweeper.run(self._stop), name="sweeper"),
+            asyncio.create_task(self.step_loop.run(self._stop), name="workflow"),
         ]
 
     def loops(self) -> dict[str, str]:
-        """For each loop (intake, reclaim, sweeper): ``running``; ``stopped`` when its task has ended;
-        ``failing`` when it has failed without a success for longer than SLACK_ASK_LOOP_FAILING_MS."""
+        """For each loop (intake, reclaim, sweeper, workflow): ``running``; ``stopped`` when its task has
+        ended; ``failing`` when it has failed without a success for longer than SLACK_ASK_LOOP_FAILING_MS."""
         tasks = {task.get_name(): task for task in self._tasks}
         if self.intake.reclaimer is not None:
             tasks["reclaim"] = self.intake.reclaimer
@@ -155,6 +172,7 @@ class BotRuntime:
             "intake": self.intake.health,
             "reclaim": self.intake.reclaim_health,
             "sweeper": self.sweeper.health,
+            "workflow": self.step_loop.health,
         }
         out: dict[str, str] = {}
         for name, loop in health.items():

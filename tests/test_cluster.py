@@ -105,3 +105,12 @@ async def test_timeouts_and_cancels_work_on_redis_cluster(cluster_harness: Harne
     await h.send({"v": 1, "ask_id": cancelled["ask_id"], "reply_to": cancelled["reply_to"]}, "cancel")
     assert (await h.result(timed["reply_to"]))["outcome"] == "timeout"
     assert (await h.result(cancelled["reply_to"]))["outcome"] == "cancelled"
+
+
+async def test_a_workflow_step_is_completed_with_the_bot_on_redis_cluster(cluster_harness: Harness) -> None:
+    h = cluster_harness
+    execution = await h.fake.run_step({"question": "Go?", "options": ["Yes", "No"], "channel": "C0DEPLOY"})
+    [message] = await h.posted()
+    await h.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:1")
+    await h.fake.wait_for(lambda: execution.outputs, what="the step's completion")
+    assert execution.outputs is not None and execution.outputs["choice"] == "No"

@@ -26,6 +26,7 @@ PURE = (
     "bot.slack.blockkit",
     "bot.slack.blockkit_rules",
     "bot.slack.scopes",
+    "bot.workflow",
 )
 # Shared by every layer of bot: settings, errors, durations, logging, metrics. They import only
 # contract and libraries, never another part of bot.
@@ -59,6 +60,7 @@ IO_SHELL = (
     "bot.engine",
     "bot.intake",
     "bot.sweeper",
+    "bot.step_loop",
     "bot.loops",
     "bot.app",
     "bot.runtime",

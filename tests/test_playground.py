@@ -312,6 +312,28 @@ async def test_an_envelope_from_the_page_keeps_its_fields_and_its_reply_list_is_
     assert reply_to in (await page.get("ui/results"))["lists"]
 
 
+async def test_the_page_runs_the_workflow_step_and_the_bot_completes_it(
+    page: PageClient, playground: Playground
+) -> None:
+    inputs = {"question": "Ship it?", "options": ["Yes", "No"], "channel": "C0DEPLOY"}
+    started = await page.post("ui/step", {"inputs": inputs})
+    assert started["ask_id"] == f"wf.{started['execution_id']}"
+    [message] = await page.posted()
+    await page.post(
+        "ui/click",
+        {"user": "U0ALICE", "channel": "C0DEPLOY", "ts": message["ts"], "action_id": "slack_ask:choose:0"},
+    )
+    execution = playground.fake.functions.executions[started["execution_id"]]
+
+    async def completed() -> dict[str, Any] | None:
+        return execution.outputs
+
+    outputs = await eventually(completed, "the step's completion")
+    assert (outputs["outcome"], outputs["choice"]) == ("answered", "Yes")
+    refused = await page.post("ui/step", {"inputs": {**inputs, "options": "Yes"}}, status=409)
+    assert "Slack would not run the step" in refused["error"]
+
+
 async def test_form_fields_fill_responders_and_deadline_of_a_bare_request(
     page: PageClient, playground: Playground
 ) -> None:

@@ -39,6 +39,7 @@ import aiohttp
 from aiohttp import web
 
 from bot.playground.errors import FakeSlackError
+from bot.playground.functions import Execution, Functions
 from bot.playground.people import BotResponse, People
 from bot.playground.ratelimits import RateLimiter
 from bot.playground.server import Fault, WebApiServer
@@ -97,6 +98,7 @@ class FakeSlack(People, WebApiServer):
         self.limits = RateLimiter(clock=self.now, enabled=rate_limits, speedup=speedup)
         self.state = Workspace(team_id=team_id, team_domain=team_domain, bot=bot, now=self.now)
         self.api = WebApi(self.state, emit=self._emit, permalink_base=self._permalink_base)
+        self.functions = Functions(self.now)  # workflow steps of manifest.yml (functions.py)
         self._faults: list[Fault] = []
         self._unreachable = False
         self._host = "127.0.0.1"
@@ -114,6 +116,15 @@ class FakeSlack(People, WebApiServer):
                 web.get("/_fake/socket", self._handle_socket),
             ]
         )
+
+    # workflow steps
+
+    async def run_step(self, inputs: dict[str, Any], *, callback_id: str = "ask_question") -> Execution:
+        """Run the step ``callback_id`` of manifest.yml in a workflow: ``function_executed`` with
+        ``inputs`` (checked against the declared types) goes to the bot; see ``functions.py``."""
+        execution = self.functions.start(callback_id, inputs)
+        await self.send_event(self.functions.event(execution, app_id=self.state.bot.app_id))
+        return execution
 
     # lifecycle
 

@@ -220,6 +220,7 @@ class PlaygroundPage:
                 web.post("/ui/close", self._close),
                 web.post("/ui/delete", self._delete),
                 web.post("/ui/ask", self._ask),
+                web.post("/ui/step", self._step),
             ]
         )
 
@@ -428,6 +429,15 @@ class PlaygroundPage:
             "As a workspace admin. Slack sends the bot message_deleted; a pending ask it carried ends as "
             "dismissed."
         )
+
+    async def _step(self, request: web.Request) -> web.StreamResponse:
+        """Run the Workflow Builder step "Ask a question" with ``inputs`` (docs/workflow-step.md)."""
+        inputs = (await self._body(request)).get("inputs")
+        if not isinstance(inputs, dict):
+            msg = "inputs: the step's inputs as a JSON object (question, options, channel, ...)"
+            raise BadRequest(msg)
+        execution = await self.fake.run_step(inputs)
+        return web.json_response({"ok": True, "execution_id": execution.id, "ask_id": f"wf.{execution.id}"})
 
     async def _ask(self, request: web.Request) -> web.StreamResponse:
         body = await self._body(request)

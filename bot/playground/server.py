@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from bot.playground import payloads
+from bot.playground.functions import Functions
 from bot.playground.ratelimits import RateLimiter
 from bot.playground.state import JSON, Call, Channel, Ephemeral, Message, ResponsePost, ResponseUrl, Workspace
 from bot.playground.webapi import ApiError, WebApi
@@ -47,6 +48,7 @@ class WebApiServer:
 
     state: Workspace
     api: WebApi
+    functions: Functions
     bot_token: str
     app_token: str
     scopes: list[str]
@@ -178,8 +180,12 @@ class WebApiServer:
         given = (
             authorization.removeprefix("Bearer ").strip() if authorization.startswith("Bearer ") else token
         )
-        authorized = given == self.bot_token or (
-            method == "apps.connections.open" and given == self.app_token
+        # A workflow step's just-in-time token (functions.py) works while its step runs.
+        jit = self.functions.token_state(given) if given else None
+        authorized = (
+            given == self.bot_token
+            or jit == "live"
+            or (method == "apps.connections.open" and given == self.app_token)
         )
         retry_after = self.limits.admit(method, self._post_channel(params)) if authorized else None
         if retry_after is not None:
@@ -194,8 +200,10 @@ class WebApiServer:
             call.response = self._connections_open(given)
         elif given == self.app_token:
             call.response = {"ok": False, "error": "not_allowed_token_type"}
-        elif given != self.bot_token:
-            call.response = {"ok": False, "error": "invalid_auth"}
+        elif given != self.bot_token and jit != "live":
+            call.response = {"ok": False, "error": f"token_{jit}" if jit else "invalid_auth"}
+        elif method in ("functions.completeSuccess", "functions.completeError"):
+            call.response = self.functions.call(method, params, token=given, bot_token=self.bot_token)
         else:
             try:
                 call.response = self.api.call(method, params)

@@ -6,7 +6,7 @@ What must hold (bot/storage/keys.py documents the keys):
 
 - every key of the bot has its type (``P:asks`` a stream, ``P:due`` a zset, an ask record a hash, ...);
 - every key but the shared ``P:asks``, ``P:dead`` and ``P:due`` has a TTL;
-- a pending ask has a timer (every ask has a deadline);
+- a pending ask has a timer (every ask has a deadline), and a pending Workflow Builder step its next look;
 - no timer is left for an ask that ended and whose messages are finished;
 - no stream entry stays pending longer than the reclaim idle time;
 - a ``P:chan`` member is an ask that can still be dismissed (not ended and finished, not gone);
@@ -65,9 +65,11 @@ def _expected_type(keys: Keys, key: str) -> tuple[str, bool] | None:
         return "set", True
     if rest.startswith("rate:"):
         return "string", True
-    match = re.fullmatch(r"\{[^}]*\}:(ask|audit|cancel):.+", rest, flags=re.DOTALL)
+    match = re.fullmatch(r"\{[^}]*\}:(ask|audit|cancel|step):.+", rest, flags=re.DOTALL)
     if match is not None:
-        return {"ask": "hash", "audit": "list", "cancel": "string"}[match.group(1)], True
+        return {"ask": "hash", "audit": "list", "cancel": "string", "step": "hash"}[match.group(1)], True
+    if key == keys.step_due:
+        return "zset", False
     return None
 
 
@@ -120,6 +122,15 @@ async def check_prefix(redis: Redis, prefix: str, *, reclaim_idle_ms: int = 60_0
             problems.append(
                 Problem("stale_timer", keys.due, f"timer for {records[pair]}, ended and finished")
             )
+
+    # Workflow Builder step executions: a pending one has its next look (bot/storage/steps.py).
+    head = keys.step("")
+    steps = [k for k in found if k.startswith(head) and _expected_type(keys, k) == ("hash", True)]
+    step_states = await _pipelined(redis, [("hget", (k, "state")) for k in steps])
+    looks = await _pipelined(redis, [("zscore", (keys.step_due, k[len(head) :])) for k in steps])
+    for key, state, look in zip(steps, step_states, looks, strict=True):
+        if state is not None and _s(state) == "pending" and look is None:
+            problems.append(Problem("no_timer", key, f"is pending but has no look in {keys.step_due}"))
 
     # Channel sets: only asks an archive could still dismiss.
     for key in found:

@@ -28,6 +28,14 @@ itself; each is marked there (``withdraw.lua``, or ``advance.lua`` for a losing 
 its ``chat.delete`` is sent, and is never one of the ask's ``msgs`` again, so Slack's event for that
 delete dismisses nothing.
 
+The Workflow Builder step (bot/workflow.py) is one more agent: its asks reply to
+``P:reply:workflow-step``, and its own keys share that list's slot (tag ``T`` = its slot tag):
+
+==============================  ======  ===========================================================
+``P:{T}:step:<ask_id>``         hash    one step execution: its id, just-in-time token, envelope, state
+``P:{T}:step-due``              zset    member ``<ask_id>``, score = when a sweep looks at it next (ms)
+==============================  ======  ===========================================================
+
 Every key has a bounded lifetime: per-ask keys expire ``retention`` after the ask ends (or after
 its maximum pending life), ``P:id:*`` likewise; streams are trimmed or drained.
 """
@@ -141,6 +149,20 @@ class Keys:
                 f"unless it starts with {self.replies}"
             )
         return None
+
+    @property
+    def step_replies(self) -> str:
+        """The reply list of the Workflow Builder step's asks (an agent's list, drained by the bot)."""
+        return f"{self.replies}workflow-step"
+
+    def step(self, ask_id: str) -> str:
+        """The record of one step execution (in the slot of :attr:`step_replies`)."""
+        return f"{self.prefix}:{{{slot_tag(self.step_replies)}}}:step:{ask_id}"
+
+    @property
+    def step_due(self) -> str:
+        """When each pending step execution is looked at next (in the slot of :attr:`step_replies`)."""
+        return f"{self.prefix}:{{{slot_tag(self.step_replies)}}}:step-due"
 
     def rate(self, method: str, channel: str | None = None) -> str:
         """The token bucket of ``method`` (workspace-wide), or of ``method`` in one ``channel``."""

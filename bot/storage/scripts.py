@@ -18,6 +18,10 @@ SCRIPT_NAMES = (
     "push",
     "resolve",
     "schedule_in",
+    "step_begin",
+    "step_done",
+    "step_later",
+    "step_take",
     "vote",
     "withdraw",
 )
