@@ -142,6 +142,26 @@ async def test_a_cancel_naming_another_reply_to_changes_nothing(harness: Harness
     await harness.ended("C0DEPLOY", message.ts)
 
 
+async def test_an_early_cancel_from_another_reply_to_sharing_the_hash_tag_changes_nothing(
+    harness: Harness,
+) -> None:
+    # The protocol recommends P:reply:{agent-7}:<ask_id>: one agent's lists share one hash tag, and
+    # so one tombstone key per ask_id. Protocol section 8: a cancel naming another reply_to changes
+    # nothing, also when it comes before the ask.
+    agent = f"agent-7-{uuid.uuid4().hex[:6]}"
+    mine, other = f"{harness.prefix}:reply:{{{agent}}}:a", f"{harness.prefix}:reply:{{{agent}}}:b"
+    env = harness.envelope(DEPLOY, reply_to=mine)
+    await harness.send({"v": 1, "ask_id": env["ask_id"], "reply_to": other, "reason": "not yours"}, "cancel")
+    await harness.send(env)
+    [message] = await harness.posted()
+    assert interactive_elements(message.blocks)
+    assert await harness.no_more_results(mine)
+    await harness.send({"v": 1, "ask_id": env["ask_id"], "reply_to": mine, "reason": "mine"}, "cancel")
+    assert (await harness.result(mine))["outcome"] == "cancelled"
+    assert await harness.redis.llen(other) == 0
+    await harness.ended("C0DEPLOY", message.ts)
+
+
 async def _outage_after_the_post(redis: Redis, redis_url: str, prefix: str, *, outage_s: float) -> None:
     """Redis goes away for ``outage_s`` the moment Slack takes the post; afterwards the ask has exactly
     one live message, it is in the ask's record, and answering it ends it."""

@@ -19,7 +19,7 @@ script can change the ask's state and push its result atomically, on Redis Clust
 ==============================  ======  ===========================================================
 ``P:{tag}:ask:<ask_id>``        hash    record, state, messages, votes (vote.lua), result
 ``P:{tag}:audit:<ask_id>``      list    audit trail (JSON entries, capped)
-``P:{tag}:cancel:<ask_id>``     string  a cancel that arrived before its ask (reason)
+``P:{tag}:cancel:<ask_id>``     hash    cancels that arrived before their ask: reply_to -> reason
 ``reply_to``                    list    the agent's reply list (named by the agent)
 ==============================  ======  ===========================================================
 

@@ -399,11 +399,6 @@ class Store(IntakeStream):
         if asks:
             await self._run([self._zrem_due(ask_id, tag) for ask_id, tag in asks])
 
-    async def remember_cancel(self, tag: str, ask_id: str, reason: str) -> None:
-        """A cancel for an ask not seen yet: remembered for the retention period (protocol section 8)."""
-        k = self.ask_keys(tag, ask_id)
-        await self.redis.set(k.cancel, reason, px=self.retention_ms)
-
     async def cancel_or_remember(
         self, ask_id: str, reply_to: str, reason: str, *, tag: str
     ) -> Literal["remembered", "found", "foreign"]:
