@@ -272,6 +272,7 @@ class Store(IntakeStream):
                     "",
                     "[]" if record.approval is not None else "null",
                     "1" if r.release_lease else "0",
+                    r.reason,
                 ],
             ),
         ]
@@ -470,7 +471,7 @@ class Store(IntakeStream):
             step=int(h.get("step") or 0),
             reminders=int(h.get("reminders") or 0),
             outcome=h.get("outcome") or None,
-            result=_stored_result(key, h.get("result")),
+            result=_stored_result(key, h.get("result"), h.get("reason")),
             by=h.get("by") or None,
             resolved_ms=int(h["resolved_ms"]) if h.get("resolved_ms") else None,
             finalized=h.get("finalized") == "1",
