@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import pytest
 import redis
 
-from bot.storage.embedded import free_port
+from bot.storage.embedded import die_with_parent, free_port
 
 __all__ = [
     "BotProc",
@@ -87,7 +87,10 @@ class RedisProc:
             cmd += [os.path.join(self.workdir, "sentinel.conf"), "--sentinel"]
         cmd += ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.workdir, *self.args]
         log = open(os.path.join(self.workdir, "server.log"), "ab")  # noqa: SIM115 - closed with the process
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        # Its own session, yet it dies with the test run: a crashed or killed pytest leaves no server.
+        self.proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent()
+        )
         log.close()
         wait_until(lambda: _answers(self.port), timeout=20, what=f"redis on {self.port}")
 
@@ -398,7 +401,12 @@ class BotProc:
             str(self.port),
         ]
         self.proc = subprocess.Popen(
-            cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            cmd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent(),
         )
         log.close()
         self.starts += 1
