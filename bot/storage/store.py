@@ -64,17 +64,24 @@ class Store(IntakeStream):
         """Record which slot tag ``ask_id`` lives under; the first envelope seen wins while its ask
         exists. An index that outlived its ask (the id reused after retention, with another reply_to)
         is taken over: the new ask's keys must share its own reply_to's slot (Cluster: CROSSSLOT)."""
+        return (await self.claim_index_state(ask_id, tag, ttl_ms))[0]
+
+    async def claim_index_state(self, ask_id: str, tag: str, ttl_ms: int) -> tuple[str, str | None]:
+        """``claim_index``, and the state of the ask already recorded under ``tag`` (None for an ask
+        not seen yet), read in the same round trip: intake takes no post token for an ask that is
+        posted or ended already (a duplicate, a re-send), which posts nothing."""
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.set(self.keys.index(ask_id), tag, nx=True, px=ttl_ms)
             pipe.get(self.keys.index(ask_id))
-            _, current = await pipe.execute()
+            pipe.hget(self.ask_keys(tag, ask_id).ask, "state")
+            _, current, state = await pipe.execute()
         if current is None or _s(current) == tag:
-            return tag
+            return tag, _s(state) if state is not None else None
         old = _s(current)
         if await self.redis.exists(self.ask_keys(old, ask_id).ask):
-            return old
+            return old, None  # known under another reply_to: only a re-send; intake loads it
         await self.redis.set(self.keys.index(ask_id), tag, px=ttl_ms)
-        return tag
+        return tag, None
 
     async def lookup_tag(self, ask_id: str) -> str | None:
         value = await self.redis.get(self.keys.index(ask_id))
