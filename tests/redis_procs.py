@@ -308,6 +308,10 @@ class TcpProxy:
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     refusing: bool = False
     frozen: set[asyncio.StreamWriter] = field(default_factory=set)
+    held: dict[asyncio.StreamWriter, list[bytes]] = field(default_factory=dict)
+    upstream: set[str] = field(default_factory=set)
+    """``host:port`` of the proxy's own connections to Redis (as CLIENT LIST shows them)."""
+    """Replies held back on their way to the client (``hold``) until ``release``."""
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
@@ -327,6 +331,8 @@ class TcpProxy:
             writer.close()
             return
         self._links.update((writer, up_writer))
+        host, port = up_writer.get_extra_info("sockname")[:2]
+        self.upstream.add(f"{host}:{port}")
         for src, dst, client in ((reader, up_writer, writer), (up_reader, writer, writer)):
             task = asyncio.create_task(self._pipe(src, dst, client))
             self._tasks.add(task)
@@ -339,6 +345,9 @@ class TcpProxy:
             while data := await src.read(65536):
                 if client in self.frozen:
                     continue  # swallowed: the peer waits for an answer that never comes
+                if dst is client and client in self.held:
+                    self.held[client].append(data)  # on its way, not there yet
+                    continue
                 dst.write(data)
                 await dst.drain()
         except (OSError, asyncio.CancelledError):
@@ -358,6 +367,19 @@ class TcpProxy:
     def freeze(self) -> None:
         """Every connection open now goes silent (new ones work)."""
         self.frozen.update(w for w in self._links if w not in self.frozen)
+
+    def hold(self) -> None:
+        """Replies to every client connected now are held on their way (a slow link), until ``release``."""
+        for w in self._links:
+            self.held.setdefault(w, [])
+
+    def release(self) -> None:
+        """The held replies go on to their clients (those still connected)."""
+        held, self.held = self.held, {}
+        for client, chunks in held.items():
+            if not client.is_closing():
+                for data in chunks:
+                    client.write(data)
 
     async def stop(self) -> None:
         self.cut()
