@@ -31,6 +31,7 @@ import redis.asyncio as aioredis
 import redis.exceptions as redis_errors
 from pydantic import BaseModel, ValidationError
 
+from bot.blpop import Slices
 from bot.storage.connection import connect, redacted
 from contract import ContractError, compact_json, normalize_ask_request, normalize_rich_form
 from contract.approval import approval_problem
@@ -288,10 +289,7 @@ class AskClient:
         # reply_to of asks sent through this client, and results popped for another ask on a shared list.
         self._reply_to: dict[str, str] = {}
         self._stash: dict[str, ResultEnvelope] = {}
-        # The BLPOP slice in flight on each reply list, which outlives a cancelled wait(), and what
-        # such a slice popped after its wait was gone (the next wait() on that list takes it).
-        self._inflight: dict[str, asyncio.Task[Any]] = {}
-        self._late: dict[str, list[bytes | str]] = {}
+        self._slices = Slices(self._redis)  # BLPOPs that outlive a cancelled wait()
 
     @property
     def redis(self) -> aioredis.Redis:
@@ -316,10 +314,7 @@ class AskClient:
     async def aclose(self) -> None:
         """Close the connection pool when the client opened it; a caller's Redis stays open. A BLPOP
         still running for a cancelled wait() ends here (what it would pop stays on the list)."""
-        for task in self._inflight.values():
-            task.cancel()
-        if self._inflight:
-            await asyncio.wait(self._inflight.values())
+        await self._slices.aclose()
         if self._owned:
             await self._redis.aclose()
 
@@ -422,17 +417,15 @@ class AskClient:
         while True:
             remaining = None if deadline is None else deadline - loop.time()
             last_look = remaining is not None and remaining <= 0
-            raw: bytes | str | None
             try:
-                if self._late.get(key):
-                    raw = self._late[key].pop(0)
-                elif last_look:
-                    # A slice left by a cancelled wait may still pop a result: it waits in _late.
+                raw = self._slices.late(key)  # popped by the slice of a wait that was cancelled
+                if raw is None and last_look:
+                    # A slice left by a cancelled wait may still pop a result: the next wait takes it.
                     raw = cast("bytes | str | None", await self._redis.lpop(key))
-                else:
+                elif raw is None:
                     block = self._slice if remaining is None else min(self._slice, remaining)
                     # BLPOP 0 would block for ever: never round a short remainder down to it.
-                    raw = await self._blpop(key, max(block, 0.01))
+                    raw = await self._slices.pop(key, max(block, 0.01))
             except _FATAL as exc:
                 raise _redis_down(exc, self._where) from exc
             except _TRANSIENT as exc:
@@ -453,36 +446,6 @@ class AskClient:
                 continue
             if last_look:
                 return None
-
-    async def _blpop(self, key: str, block: float) -> bytes | str | None:
-        """One BLPOP slice on ``key``, or the rest of one a cancelled wait left running, for at most
-        ``block`` seconds. Run as a task of its own, so that cancelling the caller does not cancel
-        it (which would close its connection, and lose a result Redis already popped for it)."""
-        task = self._inflight.get(key)
-        if task is None:
-            task = asyncio.ensure_future(self._redis.blpop([key], timeout=block))
-            self._inflight[key] = task
-            task.add_done_callback(lambda done: self._slice_done(key, done))
-        finished, _ = await asyncio.wait({task}, timeout=block)
-        if not finished:
-            return None  # a longer slice, left by a cancelled wait, is still blocked
-        self._slice_done(key, task)
-        if not task.cancelled() and (exc := task.exception()) is not None:
-            raise exc
-        late = self._late.get(key)
-        return late.pop(0) if late else None
-
-    def _slice_done(self, key: str, task: asyncio.Task[Any]) -> None:
-        """Collect a finished BLPOP slice once: what it popped goes to ``_late`` for the next wait(),
-        whether or not a wait() is still there to take it (an error is the waiting call's to raise)."""
-        if self._inflight.get(key) is not task:
-            return  # collected already
-        del self._inflight[key]
-        if task.cancelled() or task.exception() is not None:
-            return
-        item = task.result()
-        if item is not None:
-            self._late.setdefault(key, []).append(item[1])
 
     async def ask(
         self, request: RequestLike, *, wait: bool | float = True, **options: Unpack[AskOptions]

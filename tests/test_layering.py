@@ -63,6 +63,7 @@ IO_SHELL = (
     "bot.app",
     "bot.runtime",
     "bot.client",
+    "bot.blpop",
 )
 BASE_MAY_IMPORT = ("bot.storage.diagnose",)
 """Settings check the Redis URL as they are read (a pure parse, no connection)."""
