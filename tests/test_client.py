@@ -448,7 +448,7 @@ async def test_an_approval_is_sent_with_the_requester_and_checked_before_sending
             client.build_envelope({"questions": [request, {**request, "id": "b"}]}, approval={"count": 2})
 
 
-@pytest.mark.skipif(REDIS_IS_FAKE, reason="fakeredis serves BLPOP in its own way; the race is Redis's")
+@pytest.mark.skipif(REDIS_IS_FAKE, reason="fakeredis lists no blocked clients (CLIENT LIST flags)")
 async def test_a_wait_cancelled_while_its_blpop_is_served_keeps_the_popped_result(
     redis: aioredis.Redis, redis_url: str, prefix: str
 ) -> None:
