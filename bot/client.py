@@ -31,6 +31,7 @@ import redis.asyncio as aioredis
 import redis.exceptions as redis_errors
 from pydantic import BaseModel, ValidationError
 
+from bot.blpop import Slices
 from bot.storage.connection import connect, redacted
 from contract import ContractError, compact_json, normalize_ask_request, normalize_rich_form
 from contract.approval import approval_problem
@@ -288,6 +289,7 @@ class AskClient:
         # reply_to of asks sent through this client, and results popped for another ask on a shared list.
         self._reply_to: dict[str, str] = {}
         self._stash: dict[str, ResultEnvelope] = {}
+        self._slices = Slices(self._redis)  # BLPOPs that outlive a cancelled wait()
 
     @property
     def redis(self) -> aioredis.Redis:
@@ -310,7 +312,9 @@ class AskClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the connection pool when the client opened it; a caller's Redis stays open."""
+        """Close the connection pool when the client opened it; a caller's Redis stays open. A BLPOP
+        still running for a cancelled wait() ends here (what it would pop stays on the list)."""
+        await self._slices.aclose()
         if self._owned:
             await self._redis.aclose()
 
@@ -398,6 +402,11 @@ class AskClient:
         ``timeout=None`` waits for ever. Blocks in short BLPOP slices and retries with backoff on
         connection errors, so a Redis restart or failover does not end the wait. The list is the
         one the ask was submitted with through this client, else ``reply_to``, else the default.
+
+        A wait that is cancelled leaves its BLPOP slice running to its end (at most a few seconds):
+        Redis may already have popped the result for it, and closing its connection would lose
+        that result (the Pi extension's grace period, in Python). What it pops goes to the next
+        ``wait()`` on the same list: cancel the ask, then wait for its result.
         """
         if ask_id in self._stash:
             return self._stash.pop(ask_id)
@@ -409,13 +418,14 @@ class AskClient:
             remaining = None if deadline is None else deadline - loop.time()
             last_look = remaining is not None and remaining <= 0
             try:
-                if last_look:
+                raw = self._slices.late(key)  # popped by the slice of a wait that was cancelled
+                if raw is None and last_look:
+                    # A slice left by a cancelled wait may still pop a result: the next wait takes it.
                     raw = cast("bytes | str | None", await self._redis.lpop(key))
-                else:
+                elif raw is None:
                     block = self._slice if remaining is None else min(self._slice, remaining)
                     # BLPOP 0 would block for ever: never round a short remainder down to it.
-                    item = await self._redis.blpop([key], timeout=max(block, 0.01))
-                    raw = None if item is None else item[1]
+                    raw = await self._slices.pop(key, max(block, 0.01))
             except _FATAL as exc:
                 raise _redis_down(exc, self._where) from exc
             except _TRANSIENT as exc:

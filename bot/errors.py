@@ -14,6 +14,8 @@ BotError
 
 from __future__ import annotations
 
+from typing import Any
+
 from redis.exceptions import RedisError
 
 __all__ = [
@@ -115,9 +117,11 @@ class NotReplicatedError(StoreError, RedisError):
     (post to Slack, tell a person the answer is saved): the work is retried like any Redis failure.
     A ``RedisError`` too, so every loop and handler treats it as Redis trouble, never as a bug."""
 
-    def __init__(self, confirmed: int, wanted: int, wait_ms: int) -> None:
+    def __init__(self, confirmed: int, wanted: int, wait_ms: int, replies: list[Any] | None = None) -> None:
         self.confirmed = confirmed
         self.wanted = wanted
+        self.replies = replies
+        """What the writes answered: they ran on the master (only the replicas' confirmation is missing)."""
         super().__init__(
             f"{confirmed} of {wanted} Redis replicas confirmed the write within {wait_ms} ms "
             f"(SLACK_ASK_REDIS_MIN_REPLICAS={wanted}); a failover now could lose it, so it is retried. "

@@ -273,12 +273,15 @@ def build_server(client: AskClient, *, default_wait_s: float = DEFAULT_WAIT_S) -
 
     async def await_result(handle: str, wait_s: float, *, stored: bool) -> CallToolResult:
         try:
-            result = await client.wait(handle, wait_s)
-            if result is None and stored:
-                result = await stored_result(handle)
-                if result is not None:
-                    # It may have ended just now, its push still on the list: take it off too.
-                    result = await client.wait(handle, 0) or result
+            # get_answer looks in the store first: a result already taken off the list (by this
+            # server before a restart, its response lost) is there, and waiting on the empty list
+            # would hold the call for all of wait_s before finding it.
+            result = await stored_result(handle) if stored else None
+            if result is not None:
+                # Its push may still be on the list: take it off too (the list's copy is the same).
+                result = await client.wait(handle, 0) or result
+            else:
+                result = await client.wait(handle, wait_s)
         except RedisUnavailableError as exc:
             return _failed(f"{exc}. The ask {handle} is kept; call get_answer again later.")
         except AskClientError as exc:

@@ -205,6 +205,9 @@ class StoredResult:
     """pi-question: the answers in question order (none for an ask refused before it had a request)."""
     form: RichFormResult | None = None
     """rich: the form as answered or cancelled (the result's ``details``); None when refused."""
+    reason: str | None = None
+    """A cancel's reason, kept in the ask's record beside the result (it is not in the result): what
+    the ended messages say after "Withdrawn by the requester", on every redraw."""
 
     @property
     def outcome(self) -> Outcome:

@@ -151,6 +151,13 @@ class Harness:
         entry = await self.redis.xadd(f"{self.prefix}:asks", {field_name: body})
         return entry.decode() if isinstance(entry, bytes) else str(entry)
 
+    async def drained(self, timeout: float = 10) -> None:
+        """Wait until intake has handled every entry sent (each is deleted once handled)."""
+        deadline = time.monotonic() + timeout
+        while await self.redis.xlen(f"{self.prefix}:asks"):
+            assert time.monotonic() < deadline, f"intake entries still there after {timeout}s"
+            await asyncio.sleep(0.05)
+
     async def result(self, reply_to: str, timeout: float = 10) -> dict[str, Any]:
         got = await self.redis.blpop([reply_to], timeout=timeout)
         assert got is not None, f"no result on {reply_to} within {timeout}s"

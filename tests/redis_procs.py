@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import pytest
 import redis
 
-from bot.storage.embedded import free_port
+from bot.storage.embedded import die_with_parent, free_port
 
 __all__ = [
     "BotProc",
@@ -87,7 +87,10 @@ class RedisProc:
             cmd += [os.path.join(self.workdir, "sentinel.conf"), "--sentinel"]
         cmd += ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.workdir, *self.args]
         log = open(os.path.join(self.workdir, "server.log"), "ab")  # noqa: SIM115 - closed with the process
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        # Its own session, yet it dies with the test run: a crashed or killed pytest leaves no server.
+        self.proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent()
+        )
         log.close()
         wait_until(lambda: _answers(self.port), timeout=20, what=f"redis on {self.port}")
 
@@ -305,6 +308,10 @@ class TcpProxy:
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     refusing: bool = False
     frozen: set[asyncio.StreamWriter] = field(default_factory=set)
+    held: dict[asyncio.StreamWriter, list[bytes]] = field(default_factory=dict)
+    upstream: set[str] = field(default_factory=set)
+    """``host:port`` of the proxy's own connections to Redis (as CLIENT LIST shows them)."""
+    """Replies held back on their way to the client (``hold``) until ``release``."""
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
@@ -324,6 +331,8 @@ class TcpProxy:
             writer.close()
             return
         self._links.update((writer, up_writer))
+        host, port = up_writer.get_extra_info("sockname")[:2]
+        self.upstream.add(f"{host}:{port}")
         for src, dst, client in ((reader, up_writer, writer), (up_reader, writer, writer)):
             task = asyncio.create_task(self._pipe(src, dst, client))
             self._tasks.add(task)
@@ -336,6 +345,9 @@ class TcpProxy:
             while data := await src.read(65536):
                 if client in self.frozen:
                     continue  # swallowed: the peer waits for an answer that never comes
+                if dst is client and client in self.held:
+                    self.held[client].append(data)  # on its way, not there yet
+                    continue
                 dst.write(data)
                 await dst.drain()
         except (OSError, asyncio.CancelledError):
@@ -355,6 +367,19 @@ class TcpProxy:
     def freeze(self) -> None:
         """Every connection open now goes silent (new ones work)."""
         self.frozen.update(w for w in self._links if w not in self.frozen)
+
+    def hold(self) -> None:
+        """Replies to every client connected now are held on their way (a slow link), until ``release``."""
+        for w in self._links:
+            self.held.setdefault(w, [])
+
+    def release(self) -> None:
+        """The held replies go on to their clients (those still connected)."""
+        held, self.held = self.held, {}
+        for client, chunks in held.items():
+            if not client.is_closing():
+                for data in chunks:
+                    client.write(data)
 
     async def stop(self) -> None:
         self.cut()
@@ -398,7 +423,12 @@ class BotProc:
             str(self.port),
         ]
         self.proc = subprocess.Popen(
-            cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            cmd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent(),
         )
         log.close()
         self.starts += 1

@@ -29,6 +29,7 @@ from contract import ContractError, normalize_ask_request, normalize_rich_form
 from contract.envelopes import ASK_ID_PATTERN, ResultEnvelope, parse_ask_envelope, parse_cancel_envelope
 from tests.conftest import REDIS_IS_FAKE
 from tests.fakebot import FakeBot, make_result
+from tests.redis_procs import TcpProxy
 
 DEPLOY = {"questions": [{"question": "Deploy to production?", "options": ["Yes", "No"], "recommended": 0}]}
 
@@ -445,3 +446,50 @@ async def test_an_approval_is_sent_with_the_requester_and_checked_before_sending
         assert caught.value.code == "invalid_envelope"
         with pytest.raises(AskRequestError, match="exactly one question"):
             client.build_envelope({"questions": [request, {**request, "id": "b"}]}, approval={"count": 2})
+
+
+@pytest.mark.skipif(REDIS_IS_FAKE, reason="fakeredis lists no blocked clients (CLIENT LIST flags)")
+async def test_a_wait_cancelled_while_its_blpop_is_served_keeps_the_popped_result(
+    redis: aioredis.Redis, redis_url: str, prefix: str
+) -> None:
+    # The Pi extension's grace period, in Python: Redis popped the result for the blocked BLPOP and
+    # its reply is on the way when the wait is cancelled. Closing that connection at once would lose
+    # it (the list is empty now); the BLPOP goes on instead, and the next wait() returns it.
+    port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
+    proxy = TcpProxy(port)
+    await proxy.start()
+    try:
+        async with AskClient(proxy.url, prefix=prefix) as client:
+            ask_id = new_ask_id()
+            key = client.reply_list(ask_id)
+
+            async def blocked() -> bool:  # this client's BLPOP, not another test's
+                clients = await redis.client_list()
+                return any("b" in c.get("flags", "") and c.get("addr") in proxy.upstream for c in clients)
+
+            waiting = asyncio.create_task(client.wait(ask_id))
+            await _until(blocked, what="the wait's BLPOP blocked in Redis")
+            proxy.hold()  # the reply is slow on its way (a remote Redis)
+            envelope = {"ask_id": ask_id, "request": {"question": "Ship?", "options": ["Yes", "No"]}}
+            await redis.rpush(key, json.dumps(make_result(envelope, "cancelled")))
+            await _until(lambda: _not(blocked), what="Redis served the BLPOP")
+            assert await redis.llen(key) == 0  # popped server-side
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            proxy.release()
+            got = await client.wait(ask_id, timeout=5)
+            assert got is not None and got.ask_id == ask_id and got.outcome == "cancelled"
+    finally:
+        await proxy.stop()
+
+
+async def _not(check: Any) -> bool:
+    return not await check()
+
+
+async def _until(check: Any, *, what: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+        await asyncio.sleep(0.01)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
+from bot.slack.gateway import permalink_for
 from tests.harness import Harness, button_values, interactive_elements
 
 Q = {"id": "cache", "question": "Enable the cache?", "options": ["Yes", "No"], "recommended": 1}
@@ -205,9 +207,14 @@ async def test_reminders_are_bounded_in_number(harness: Harness) -> None:
     assert len(harness.fake.thread("C0DEPLOY", message.ts)) == 3
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, timeout=30, check=False
+        [sys.executable, "-m", "bot.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        env={**os.environ, **env} if env is not None else None,
     )
 
 
@@ -227,10 +234,22 @@ async def test_operator_commands_list_status_and_dismiss(harness: Harness) -> No
     table = await asyncio.to_thread(_cli, "list", *common)
     assert env["ask_id"] in table.stdout
 
-    dismissed = await asyncio.to_thread(_cli, "dismiss", env["ask_id"], "--by", "U0CAROL", "--json", *common)
+    # The operator's environment is the bot's: its token gives the workspace URL (auth.test).
+    slack_env = {"SLACK_BOT_TOKEN": harness.fake.bot_token, "SLACK_API_URL": harness.fake.api_url}
+    dismissed = await asyncio.to_thread(
+        _cli, "dismiss", env["ask_id"], "--by", "U0CAROL", "--json", *common, env=slack_env
+    )
     assert dismissed.returncode == 0, dismissed.stderr
     result = await harness.result(env["reply_to"])
     assert result["outcome"] == "dismissed" and result["responder"]["id"] == "U0CAROL"
+    # Built as the gateway builds every other ending's (permalink_for, from auth.test's URL).
+    assert result["slack"] == {
+        "channel": "C0DEPLOY",
+        "ts": message.ts,
+        "permalink": permalink_for(
+            f"https://{harness.fake.state.team_domain}.slack.com/", "C0DEPLOY", message.ts
+        ),
+    }
     await harness.ended("C0DEPLOY", message.ts)
 
     status = await asyncio.to_thread(_cli, "status", env["ask_id"], "--json", *common)

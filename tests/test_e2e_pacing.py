@@ -155,3 +155,25 @@ async def test_a_busy_channel_holds_back_no_ask_to_another_channel(limited: Harn
     for channel in [busy, *quiet]:
         for message in h.fake.messages(channel):
             await h.fake.click("U0ALICE", channel, message.ts, "slack_ask:choose:0")
+
+
+async def test_a_duplicate_or_re_sent_ask_takes_no_post_token(limited: Harness) -> None:
+    # A channel allows one post a second: an agent's retry of an ask already posted, or a re-send of
+    # one already ended, posts nothing, so it must not use up the channel's post budget either.
+    h = limited
+    env = h.envelope(DEPLOY)
+    await h.send(env)
+    [message] = await h.posted()
+    bucket = Keys(h.prefix).rate("chat.postMessage", "C0DEPLOY")
+
+    async def unchanged_by(send: dict[str, object]) -> None:
+        before = await h.redis.get(bucket)
+        await h.send(send)
+        await h.drained()
+        assert await h.redis.get(bucket) in (before, None)  # no slot reserved (or the bucket idled out)
+
+    await unchanged_by(env)  # a duplicate while the ask is posted
+    await h.fake.click("U0BOB", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+    assert (await h.result(env["reply_to"]))["outcome"] == "answered"
+    await unchanged_by(env)  # a re-send after the end: the stored result again, nothing posted
+    assert (await h.result(env["reply_to"]))["outcome"] == "answered"

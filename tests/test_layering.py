@@ -66,6 +66,7 @@ IO_SHELL = (
     "bot.runtime",
     "bot.client",
     "bot.integrations",
+    "bot.blpop",
 )
 # The agent frameworks (optional extras): each imported only inside its own integration module.
 FRAMEWORKS = {

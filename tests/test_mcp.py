@@ -16,7 +16,11 @@ import redis.asyncio as aioredis
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent
 
-from tests.fakebot import FakeBot
+from bot.model import AskRecord
+from bot.storage.keys import slot_tag
+from bot.storage.store import Resolution, Store
+from contract import normalize_ask_request
+from tests.fakebot import FakeBot, make_result
 
 ROOT = Path(__file__).resolve().parents[1]
 SLACK_ASK = ROOT / ".venv" / "bin" / "slack-ask"
@@ -275,3 +279,46 @@ async def test_the_server_reports_the_package_version(redis_url: str, prefix: st
         init = await s.initialize()
     assert init.server_info.name == "slack-ask"
     assert init.server_info.version == importlib.metadata.version("slack-ask")
+
+
+async def test_get_answer_after_a_restart_returns_a_consumed_result_from_the_store_at_once(
+    session: Session, bot: FakeBot, redis: aioredis.Redis, prefix: str
+) -> None:
+    # The result was taken off the list already (by the server before a restart, whose response
+    # was lost): the new server's get_answer must find it in the store, not block for all of wait_s.
+    async with session() as s:
+        first = await s.call_tool("ask", {"questions": QUESTIONS, "wait_s": 0})
+    envelope = await bot.next_ask()
+    pushed = await _ended_in_the_store(redis, prefix, envelope)
+    assert await redis.lpop(envelope["reply_to"]) is not None  # consumed
+    async with session() as again:  # a new server process, which delivered nothing itself
+        # The bound is far below wait_s: blocking for wait_s first is what this test catches.
+        answer = await asyncio.wait_for(
+            again.call_tool("get_answer", {"handle": envelope["ask_id"], "wait_s": 60}), timeout=20
+        )
+    assert first.structured_content == {"handle": envelope["ask_id"], "status": "pending"}
+    assert not answer.is_error
+    assert text_of(answer) == pushed["text"]
+
+
+async def _ended_in_the_store(redis: aioredis.Redis, prefix: str, envelope: dict[str, Any]) -> dict[str, Any]:
+    """The ask ended through the bot's own store (its result stored and pushed), as the bot does."""
+    store = Store(redis, prefix)
+    record = AskRecord(
+        ask_id=envelope["ask_id"],
+        tag=slot_tag(envelope["reply_to"]),
+        reply_to=envelope["reply_to"],
+        request=normalize_ask_request(envelope["request"]),
+        created_ms=await store.server_time_ms(),
+    )
+    await store.claim_index(record.ask_id, record.tag, 120_000)
+    accepted = await store.accept(
+        record, consumer="c1", lease_ms=30_000, pending_ttl_ms=120_000, entry_id="1-0", schedule_at_ms=None
+    )
+    assert accepted.verdict == "post"
+    stored = make_result(envelope)
+    del stored["resolved_at"]  # the resolve script appends Redis time
+    prefix_json = json.dumps(stored)[:-1] + ',"resolved_at":'
+    verdict = await store.resolve(Resolution(record, "answered", prefix_json, "U0HUMAN", "answered"))
+    assert verdict.verdict == "won"
+    return stored

@@ -143,6 +143,26 @@ async def test_a_cancel_naming_another_reply_to_changes_nothing(harness: Harness
     await harness.ended("C0DEPLOY", message.ts)
 
 
+async def test_an_early_cancel_from_another_reply_to_sharing_the_hash_tag_changes_nothing(
+    harness: Harness,
+) -> None:
+    # The protocol recommends P:reply:{agent-7}:<ask_id>: one agent's lists share one hash tag, and
+    # so one tombstone key per ask_id. Protocol section 8: a cancel naming another reply_to changes
+    # nothing, also when it comes before the ask.
+    agent = f"agent-7-{uuid.uuid4().hex[:6]}"
+    mine, other = f"{harness.prefix}:reply:{{{agent}}}:a", f"{harness.prefix}:reply:{{{agent}}}:b"
+    env = harness.envelope(DEPLOY, reply_to=mine)
+    await harness.send({"v": 1, "ask_id": env["ask_id"], "reply_to": other, "reason": "not yours"}, "cancel")
+    await harness.send(env)
+    [message] = await harness.posted()
+    assert interactive_elements(message.blocks)
+    assert await harness.no_more_results(mine)
+    await harness.send({"v": 1, "ask_id": env["ask_id"], "reply_to": mine, "reason": "mine"}, "cancel")
+    assert (await harness.result(mine))["outcome"] == "cancelled"
+    assert await harness.redis.llen(other) == 0
+    await harness.ended("C0DEPLOY", message.ts)
+
+
 async def _outage_after_the_post(redis: Redis, redis_url: str, prefix: str, *, outage_s: float) -> None:
     """Redis goes away for ``outage_s`` the moment Slack takes the post; afterwards the ask has exactly
     one live message, it is in the ask's record, and answering it ends it. The message is never
@@ -241,6 +261,34 @@ async def test_a_post_that_lands_after_a_cancel_is_redrawn_until_done(harness: H
     harness.fake.latency = 0.0
     harness.fake.clear_faults()
     await harness.ended("C0DEPLOY", message.ts, timeout=25)
+
+
+async def test_a_cancel_that_lands_while_the_post_is_in_flight_keeps_its_reason(harness: Harness) -> None:
+    harness.fake.latency = 1.0  # the post is in flight for a second
+    # The first redraws fail: the one that lands is the sweeper's, from the record alone.
+    harness.fake.fail_next("chat.update", status=500, times=1_000)
+    env = harness.envelope(DEPLOY)
+    key = f"{harness.prefix}:{{{slot_tag(env['reply_to'])}}}:ask:{env['ask_id']}"
+    await harness.send(env)
+
+    async def accepted() -> bool:
+        return await harness.redis.hget(key, "state") == b"accepted"
+
+    await _until(accepted, timeout=10, what="the ask accepted (its post now in flight)")
+    reason = "build 1235 replaces it"
+    cancel = {"v": 1, "ask_id": env["ask_id"], "reply_to": env["reply_to"], "reason": reason}
+    await harness.send(cancel, "cancel")
+    assert (await harness.result(env["reply_to"]))["outcome"] == "cancelled"
+    assert harness.fake.find_calls("chat.postMessage") == []  # ended before the post landed
+    [message] = await harness.posted()
+    await harness.fake.wait_for(lambda: harness.fake.find_calls("chat.update"), timeout=10)
+    await _after(2.5)  # longer than the delivery window (1.5 s): that replica gave up on this update
+    harness.fake.latency = 0.0
+    harness.fake.clear_faults()
+    ended = await harness.ended("C0DEPLOY", message.ts, timeout=25)
+    assert f"Withdrawn by the requester: {reason}" in json.dumps(ended.blocks)
+    loaded = await Store(harness.redis, harness.prefix).load(slot_tag(env["reply_to"]), env["ask_id"])
+    assert loaded is not None and loaded.result is not None and loaded.result.reason == reason
 
 
 async def test_an_ask_id_reused_after_retention_with_another_reply_to_lives_in_the_new_slot(

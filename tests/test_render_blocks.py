@@ -35,7 +35,7 @@ from bot.render import (
 )
 from bot.render.ended import ENDED_OUTCOMES
 from bot.slack.blockkit import VIEW_MAX_BYTES, text_length, validate_message, validate_view, view_size
-from contract.envelopes import Requester
+from contract.envelopes import Approval, Requester
 from contract.question import AskRequest, Option, Question, QuestionAnswer
 from contract.rich import NormalizedQuestion, OptionNote, RichAnswer, RichForm, RichFormResult, RichOption
 
@@ -899,3 +899,21 @@ class TestThreadReplies:
 def test_date_token_has_a_utc_fallback() -> None:
     assert date_token(NOW) == "<!date^1700000000^{date_short_pretty} at {time}|2023-11-14 22:13 UTC>"
     assert date_token(-1000) is None
+
+
+def test_an_approval_asks_full_form_has_no_other_or_note_input() -> None:
+    # A vote is for one of the options (protocol section 13): free text or a note would be dropped.
+    ask = AskRecord(
+        ask_id="ask-1",
+        tag="tag1",
+        reply_to="replies",
+        request=AskRequest(
+            questions=[Question(id="q1", question="Deploy?", options=[Option(label="Yes")] * 2)]
+        ),
+        created_ms=NOW,
+        approval=Approval(count=2),
+    )
+    assert ask.request is not None and ask.request.questions[0].custom_allowed
+    inputs = input_blocks(render_form_modal(ask, META))
+    assert sorted(inputs) == ["answer:0"]
+    assert "Choose an option, or type your own answer" not in json.dumps(inputs)

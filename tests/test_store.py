@@ -221,11 +221,31 @@ async def test_a_duplicate_entry_takes_over_a_delivery_whose_lease_ended(store: 
 
 async def test_a_cancel_remembered_before_its_ask_ends_the_ask_at_intake(store: Store, reply_to: str) -> None:
     rec = _record(reply_to)
-    await store.remember_cancel(rec.tag, rec.ask_id, "changed my mind")
+    remembered = await store.cancel_or_remember(rec.ask_id, reply_to, "changed my mind", tag=rec.tag)
+    assert remembered == "remembered"
     verdict = await store.accept(
         rec, consumer="c1", lease_ms=1000, pending_ttl_ms=1000, entry_id="1-0", schedule_at_ms=None
     )
     assert (verdict.verdict, verdict.detail) == ("cancel", "changed my mind")
+
+
+async def test_an_early_cancel_from_another_reply_to_in_the_same_slot_changes_nothing(
+    store: Store, prefix: str
+) -> None:
+    # The protocol's own naming (P:reply:{agent-7}:<ask_id>) puts all of one agent's lists in one slot.
+    mine, other = f"{prefix}:reply:{{agent-7}}:a", f"{prefix}:reply:{{agent-7}}:b"
+    assert slot_tag(mine) == slot_tag(other)
+    rec = _record(mine)
+    assert await store.cancel_or_remember(rec.ask_id, other, "not yours", tag=rec.tag) == "remembered"
+    assert await _accept(store, rec) == "post"
+    # Both cancels first, the foreign one last: the owner's still counts, with its own reason.
+    rec2 = _record(mine, ask_id="ask-2")
+    await store.cancel_or_remember(rec2.ask_id, mine, "mine", tag=rec2.tag)
+    await store.cancel_or_remember(rec2.ask_id, other, "not yours", tag=rec2.tag)
+    verdict = await store.accept(
+        rec2, consumer="c1", lease_ms=1000, pending_ttl_ms=1000, entry_id="2-0", schedule_at_ms=None
+    )
+    assert (verdict.verdict, verdict.detail) == ("cancel", "mine")
 
 
 async def test_an_ask_first_read_after_its_deadline_is_expired(store: Store, reply_to: str) -> None:

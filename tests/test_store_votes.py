@@ -9,11 +9,14 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
+from bot.errors import NotReplicatedError
 from bot.model import AskRecord, PostedMessage
+from bot.storage.check import check_prefix
 from bot.storage.keys import slot_tag
 from bot.storage.store import Resolution, Store, Vote
 from contract import normalize_ask_request
 from contract.envelopes import Approval, ResultEnvelope, ResultResponder
+from tests.conftest import REDIS_IS_FAKE
 
 
 def _record(
@@ -199,3 +202,52 @@ async def test_a_vote_after_the_deadline_is_refused_and_not_recorded(store: Stor
     assert verdict.verdict == "late"
     loaded = await store.load(rec.tag, rec.ask_id)
     assert loaded is not None and loaded.votes == [] and loaded.state == "posted"
+
+
+async def _decide(store: Store, rec: AskRecord, decide: str) -> str:
+    """End a posted approval ask with one deciding vote, or with a resolve (a cancel)."""
+    if decide == "vote":
+        return (await store.vote(_vote(rec, "U1", 1))).verdict  # a veto decides alone
+    cancel = Resolution(rec, "cancelled", _prefix(rec, "cancelled"), None, "cancelled")
+    return (await store.resolve(cancel)).verdict
+
+
+@pytest.mark.parametrize("decide", ["vote", "resolve"])
+async def test_an_ask_decided_by_a_vote_or_resolve_keeps_its_id_index_only_for_the_retention(
+    redis: Redis, prefix: str, reply_to: str, decide: str
+) -> None:
+    # Like every other ending: otherwise the index outlives the record by the whole pending life,
+    # and `slack-ask check` reports index_without_record once the record has expired.
+    store = Store(redis, prefix, retention_ms=300)
+    rec = _record(reply_to, veto=[1])
+    await store.claim_index(rec.ask_id, rec.tag, 120_000)
+    await _posted(store, rec)  # the index now lives as long as the pending ask: 120 s
+    assert await _decide(store, rec, decide) == "won"
+    assert 0 < int(await redis.pttl(store.keys.index(rec.ask_id))) <= 300
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10
+    while await redis.exists(store.ask_keys(rec.tag, rec.ask_id).ask):
+        assert loop.time() < deadline, "the record did not expire"
+        await asyncio.sleep(0.05)
+    while problems := await check_prefix(redis, prefix):
+        assert loop.time() < deadline, problems
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.skipif(REDIS_IS_FAKE, reason="fakeredis has no WAIT")
+@pytest.mark.parametrize("decide", ["vote", "resolve"])
+async def test_an_ending_the_replicas_did_not_confirm_still_gives_its_index_the_retention(
+    redis: Redis, prefix: str, reply_to: str, decide: str
+) -> None:
+    # The test Redis has no replica: every confirmed write raises NotReplicatedError after it ran on
+    # the master. The ask did end there (a retry finds it ended), so its index must follow.
+    plain = Store(redis, prefix, retention_ms=60_000)
+    rec = _record(reply_to, veto=[1])
+    await plain.claim_index(rec.ask_id, rec.tag, 120_000)
+    await _posted(plain, rec)
+    store = Store(redis, prefix, retention_ms=60_000, min_replicas=1, replica_wait_ms=10)
+    with pytest.raises(NotReplicatedError):
+        await _decide(store, rec, decide)
+    loaded = await plain.load(rec.tag, rec.ask_id)
+    assert loaded is not None and loaded.state == "ended"
+    assert 0 < int(await redis.pttl(plain.keys.index(rec.ask_id))) <= 60_000

@@ -20,13 +20,18 @@ from redis.asyncio import Redis
 
 from bot import results
 from bot.cli.redis_args import RedisTarget, add_redis_args, run_with_redis
+from bot.config import load_settings
 from bot.durations import format_duration
+from bot.errors import ConfigError, SlackError
+from bot.slack.gateway import SlackGateway, make_client
 from bot.storage.store import AskStatus, Resolution, Store, iso_ms
 from contract.envelopes import ResultResponder, ResultSlack
 
 __all__ = ["add_parser"]
 
 EXIT_NOT_FOUND = 1
+_PERMALINK_BUDGET_MS = 5_000
+"""How long ``dismiss`` waits for Slack's ``auth.test`` (the workspace URL its permalink is built from)."""
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -159,6 +164,28 @@ async def _cancel(store: Store, redis: Redis, args: argparse.Namespace) -> int:
     return await _send_and_wait(store, redis, args, "cancel", body)
 
 
+async def _permalink(channel: str, ts: str) -> str | None:
+    """The message's permalink as the bot's gateway builds it: from the workspace URL ``auth.test``
+    gives for ``SLACK_BOT_TOKEN`` (at ``SLACK_API_URL``). None, with a line on stderr, when no token is
+    set or Slack does not tell within a few seconds: the result then carries no permalink."""
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        print(f"slack-ask dismiss: no permalink in the result ({exc})", file=sys.stderr)
+        return None
+    if settings.slack_bot_token is None:
+        print("slack-ask dismiss: no permalink in the result (SLACK_BOT_TOKEN is not set)", file=sys.stderr)
+        return None
+    client = make_client(settings.slack_bot_token.get_secret_value(), settings.slack_api_url, timeout=5)
+    gateway = SlackGateway(client, delivery_window_ms=_PERMALINK_BUDGET_MS)
+    try:
+        await gateway.check_tokens(budget_s=_PERMALINK_BUDGET_MS / 1000)
+    except (SlackError, ConfigError) as exc:  # SlackAuthError: the token was refused
+        print(f"slack-ask dismiss: no permalink in the result (auth.test: {exc})", file=sys.stderr)
+        return None
+    return await gateway.permalink(channel, ts)
+
+
 async def _dismiss(store: Store, _: Redis, args: argparse.Namespace) -> int:
     loaded = await store.find(args.ask_id)
     if loaded is None:
@@ -168,7 +195,10 @@ async def _dismiss(store: Store, _: Redis, args: argparse.Namespace) -> int:
         rec = loaded.record
         by = str(args.by)[:80]
         where = loaded.messages[-1] if loaded.messages else None
-        slack = ResultSlack(channel=where.channel, ts=where.ts, permalink=where.permalink) if where else None
+        slack = None
+        if where is not None:
+            permalink = where.permalink or await _permalink(where.channel, where.ts)
+            slack = ResultSlack(channel=where.channel, ts=where.ts, permalink=permalink)
         ending = results.ended_without_answer(rec, "dismissed")
         prefix = results.result_prefix(
             ask_id=rec.ask_id,

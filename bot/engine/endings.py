@@ -52,6 +52,7 @@ class Endings(Room):
                 (reason if reason is not None else detail)[:500],
                 refuse_late=refuse_late,
                 release_lease=release_lease,
+                reason=reason or "",
             )
         )
         if verdict.verdict == "won":
@@ -103,7 +104,9 @@ class Endings(Room):
             await self.store.finalize(rec.tag, rec.ask_id, 0)
             return
         if reason is None and result.outcome == "cancelled" and by is None:
-            reason = ""
+            # An agent's cancel: its reason is kept beside the result (a post that lands after the
+            # cancel, and every redraw by the sweeper, show it too).
+            reason = result.reason or ""
         if reason is None and result.outcome == "cancelled":
             # A Decline's reason travels in every answer's note (protocol section 9), so a redraw
             # by the sweeper shows it too.

@@ -105,7 +105,9 @@ class Intake(Room):
             METRICS.dead_letters.labels(reason="reply_to").inc()
             await self.store.dead_letter(entry, f"invalid_envelope: {forbidden}")
             return
-        tag = await self.store.claim_index(env.ask_id, slot_tag(env.reply_to), self._pending_ttl_ms(None))
+        tag, seen = await self.store.claim_index_state(
+            env.ask_id, slot_tag(env.reply_to), self._pending_ttl_ms(None)
+        )
         built = build_record(env, tag=tag, created_ms=created_ms, settings=self.settings)
         if isinstance(built, Rejection):
             rec = built.record or AskRecord(
@@ -120,7 +122,8 @@ class Intake(Room):
                 rec = loaded.record
         schedule = rec.deadline_ms if isinstance(built, AskRecord) else None
         channel_token = False
-        if isinstance(built, AskRecord) and built.route is not None and built.route.channel:
+        posts = seen not in ("posted", "ended")  # a duplicate or re-send of such an ask posts nothing
+        if posts and isinstance(built, AskRecord) and built.route is not None and built.route.channel:
             # Before the lease: a busy channel's post limit raises Deferred here, and intake takes
             # other entries meanwhile (fair across channels) instead of holding a slot and a lease.
             await self.slack.take_post_token(built.route.channel)

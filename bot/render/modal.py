@@ -91,7 +91,7 @@ def _form_blocks(ask: AskRecord, questions: list[QuestionView], level: Level) ->
         blocks.append(answer_input(q, i, many=many))
         if q.custom:
             blocks.append(text_input(FIELD_CUSTOM, i, OTHER_OPTION, optional=True))
-        if q.kind != "text":
+        if q.kind != "text" and q.note:
             blocks.append(text_input(FIELD_NOTE, i, "Note", optional=True))
     if ask.format == "rich":
         blocks.append(text_input(FIELD_ADDITIONAL, None, "Additional notes", optional=True))

@@ -85,6 +85,9 @@ class QuestionView:
     kind: Literal["single", "multi", "text"]
     custom: bool
     required: bool = True
+    note: bool = True
+    """A "Note" input under a choice in the full form; never for an approval, whose vote is one of the
+    options and nothing else (protocol section 13), nor is ``custom`` then."""
     category: str | None = None
     placeholder: str | None = None
 
@@ -136,8 +139,9 @@ def question_views(ask: AskRecord) -> list[QuestionView]:
                 for j, o in enumerate(q.options)
             ),
             kind="multi" if q.multi else "single",
-            custom=q.custom_allowed,
+            custom=q.custom_allowed and ask.approval is None,
             category=q.category,
+            note=ask.approval is None,
         )
         for i, q in enumerate(ask.request.questions)
     ]

@@ -100,7 +100,9 @@ class StoreBase:
                 if confirm and self.min_replicas:
                     confirmed = int(replies.pop())
                     if confirmed < self.min_replicas:
-                        raise NotReplicatedError(confirmed, self.min_replicas, self.replica_wait_ms)
+                        raise NotReplicatedError(
+                            confirmed, self.min_replicas, self.replica_wait_ms, replies=replies
+                        )
                 return replies
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -67,7 +67,7 @@ def _expected_type(keys: Keys, key: str) -> tuple[str, bool] | None:
         return "string", True
     match = re.fullmatch(r"\{[^}]*\}:(ask|audit|cancel|step):.+", rest, flags=re.DOTALL)
     if match is not None:
-        return {"ask": "hash", "audit": "list", "cancel": "string", "step": "hash"}[match.group(1)], True
+        return {"ask": "hash", "audit": "list", "cancel": "hash", "step": "hash"}[match.group(1)], True
     if key == keys.step_due:
         return "zset", False
     return None

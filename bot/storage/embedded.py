@@ -8,18 +8,49 @@ Callers say which one they got, so nobody mistakes the fallback for a real serve
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from bot.errors import ConfigError
 
-__all__ = ["EmbeddedRedis", "free_port", "redis_answers", "start_embedded_redis"]
+__all__ = ["EmbeddedRedis", "die_with_parent", "free_port", "redis_answers", "start_embedded_redis"]
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A ``preexec_fn`` for :class:`subprocess.Popen` that ties the child's life to this process: on
+    Linux the child gets ``sig`` when its parent dies, however it dies (SIGKILL, a crash), so no
+    server started here outlives a killed demo or test. ``prctl(PR_SET_PDEATHSIG)`` through ctypes
+    (no library needed); should the parent already be gone when the child sets it, the child exits.
+    None where there is no prctl (not Linux): the child then lives on as before.
+
+    Linux sends the signal when the *thread* that started the child ends: start it from the main
+    thread, or from an executor's worker (which lives until its executor shuts down)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # bound now: the child only calls it
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        if prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0 or os.getppid() != parent:
+            os._exit(1)  # could not tie it, or the parent died before it was tied
+
+    return preexec
 
 
 def free_port() -> int:
@@ -74,6 +105,8 @@ def _start_redis_server(binary: str) -> EmbeddedRedis:
         stderr=subprocess.DEVNULL,
         # Its own session: a Ctrl-C meant for the demo must not kill Redis before the bot stops.
         start_new_session=True,
+        # ... but a demo that is killed, or crashes, takes it along (nothing else would stop it).
+        preexec_fn=die_with_parent(),
     )
     deadline = time.monotonic() + 10
     while not redis_answers(port=port, timeout=0.2):

@@ -4,7 +4,7 @@ statuses), and the conversions at that edge."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -48,13 +48,14 @@ def _votes(stored: str | None) -> list[ResultVote]:
     ]
 
 
-def _stored_result(key: str, text: str | None) -> StoredResult | None:
+def _stored_result(key: str, text: str | None, reason: str | None = None) -> StoredResult | None:
     if not text:
         return None
     try:
-        return parse_result(text)
+        result = parse_result(text)
     except ValueError as exc:  # json's and pydantic's errors both are
         raise StoreError(f"ask record {key} holds a result that cannot be read: {exc}") from None
+    return replace(result, reason=reason) if reason else result
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +175,9 @@ class Resolution:
     release_lease: bool = False
     """Intake ends the ask without posting it (refused, unavailable, parked): no delivery is in flight,
     so its clean-up need not wait for the intake lease (``finalize.lua``)."""
+    reason: str = ""
+    """A cancel's reason: kept in the record beside the result (``StoredResult.reason``), so every
+    later redraw of the ended messages shows it, also of a message that lands after the end."""
 
 
 class AuditEntry(BaseModel):

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from bot.errors import StoreError
+from bot.errors import NotReplicatedError, StoreError
 from bot.model import AskRecord, PostedMessage
 from bot.results import parse_result
 from bot.storage.base import Step
@@ -64,17 +64,24 @@ class Store(IntakeStream):
         """Record which slot tag ``ask_id`` lives under; the first envelope seen wins while its ask
         exists. An index that outlived its ask (the id reused after retention, with another reply_to)
         is taken over: the new ask's keys must share its own reply_to's slot (Cluster: CROSSSLOT)."""
+        return (await self.claim_index_state(ask_id, tag, ttl_ms))[0]
+
+    async def claim_index_state(self, ask_id: str, tag: str, ttl_ms: int) -> tuple[str, str | None]:
+        """``claim_index``, and the state of the ask already recorded under ``tag`` (None for an ask
+        not seen yet), read in the same round trip: intake takes no post token for an ask that is
+        posted or ended already (a duplicate, a re-send), which posts nothing."""
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.set(self.keys.index(ask_id), tag, nx=True, px=ttl_ms)
             pipe.get(self.keys.index(ask_id))
-            _, current = await pipe.execute()
+            pipe.hget(self.ask_keys(tag, ask_id).ask, "state")
+            _, current, state = await pipe.execute()
         if current is None or _s(current) == tag:
-            return tag
+            return tag, _s(state) if state is not None else None
         old = _s(current)
         if await self.redis.exists(self.ask_keys(old, ask_id).ask):
-            return old
+            return old, None  # known under another reply_to: only a re-send; intake loads it
         await self.redis.set(self.keys.index(ask_id), tag, px=ttl_ms)
-        return tag
+        return tag, None
 
     async def lookup_tag(self, ask_id: str) -> str | None:
         value = await self.redis.get(self.keys.index(ask_id))
@@ -221,32 +228,47 @@ class Store(IntakeStream):
         A timer ``finalize_after_ms`` ahead is set first so that, should this process die before it
         updated the Slack messages, a sweeper finishes the job (guarantee 3).
         """
-        replies = await self._run(self._resolve_steps(resolution))
-        verdict = self._resolved(replies[-1])
-        await self._after_resolved([(resolution.record, verdict)])
-        return verdict
+        replies = await self._run_endings(self._resolve_steps(resolution), [(resolution.record, 1)])
+        return self._resolved(replies[-1])
 
     async def resolve_many(self, resolutions: Sequence[Resolution]) -> list[ResolveVerdict]:
         """``resolve`` for many asks in one round trip (the sweeper's timeouts)."""
         steps: list[Step] = []
         for resolution in resolutions:
             steps.extend(self._resolve_steps(resolution))
-        replies = await self._run(steps)
-        verdicts = [self._resolved(reply) for reply in replies[1::2]]
-        await self._after_resolved([(r.record, v) for r, v in zip(resolutions, verdicts, strict=True)])
-        return verdicts
+        replies = await self._run_endings(steps, [(r.record, 2 * i + 1) for i, r in enumerate(resolutions)])
+        return [self._resolved(reply) for reply in replies[1::2]]
 
-    async def _after_resolved(self, ended: Sequence[tuple[AskRecord, ResolveVerdict]]) -> None:
-        """The id index of an ask that just ended gets the record's new lifetime (the retention)."""
+    async def _run_endings(
+        self, steps: Sequence[Step], endings: Sequence[tuple[AskRecord, int]]
+    ) -> list[Any]:
+        """Run ``steps``, among them the scripts that may end asks (``resolve``, ``vote``: the reply at
+        each ``(record, index)``), then the after-resolve step for every ask they ended. Also when the
+        replicas did not confirm in time (``NotReplicatedError``): the scripts ran on the master, and
+        the retry finds the ask ended, so nothing else would give its index the retention."""
+        try:
+            replies = await self._run(steps)
+        except NotReplicatedError as exc:
+            if exc.replies is not None:
+                await self._after_resolved([(rec, exc.replies[i]) for rec, i in endings])
+            raise
+        await self._after_resolved([(rec, replies[i]) for rec, i in endings])
+        return replies
+
+    async def _after_resolved(self, ended: Sequence[tuple[AskRecord, Any]]) -> None:
+        """The id index of an ask that just ended (its script's raw reply is ``won``) gets the record's
+        new lifetime (the retention). Housekeeping, not confirmed: losing it in a failover only leaves
+        the index its longer (bounded) pending life."""
         steps: list[Step] = []
-        for record, verdict in ended:
-            if verdict.verdict == "won":
-                if verdict.undelivered:
-                    log.warning("ask %s ended but %s", record.ask_id, verdict.undelivered)
+        for record, raw in ended:
+            reply = [_s(x) for x in raw]
+            if reply[0] == "won":
+                if len(reply) > 3 and reply[3]:
+                    log.warning("ask %s ended but %s", record.ask_id, reply[3])
                 index = self.keys.index(record.ask_id)
                 steps.append(lambda pipe, index=index: pipe.pexpire(index, self.retention_ms))  # type: ignore[misc]
         if steps:
-            await self._run(steps)
+            await self._run(steps, confirm=False)
 
     def _resolve_steps(self, r: Resolution) -> list[Step]:
         record = r.record
@@ -268,6 +290,7 @@ class Store(IntakeStream):
                     "",
                     "[]" if record.approval is not None else "null",
                     "1" if r.release_lease else "0",
+                    r.reason,
                 ],
             ),
         ]
@@ -282,7 +305,7 @@ class Store(IntakeStream):
         assert record.approval is not None, "vote() is for approval asks"
         k = self.ask_keys(record.tag, record.ask_id)
         member = due_member(record.ask_id, record.tag)
-        replies = await self._run(
+        replies = await self._run_endings(
             [
                 self._script(
                     "schedule_in", [self.keys.due], [self.finalize_after_ms, member, "keep_earlier"]
@@ -302,7 +325,8 @@ class Store(IntakeStream):
                         self.retention_ms,
                     ],
                 ),
-            ]
+            ],
+            [(record, 1)],
         )
         reply = [_s(x) for x in replies[-1]]
         verdict = reply[0]
@@ -412,11 +436,6 @@ class Store(IntakeStream):
         if asks:
             await self._run([self._zrem_due(ask_id, tag) for ask_id, tag in asks])
 
-    async def remember_cancel(self, tag: str, ask_id: str, reason: str) -> None:
-        """A cancel for an ask not seen yet: remembered for the retention period (protocol section 8)."""
-        k = self.ask_keys(tag, ask_id)
-        await self.redis.set(k.cancel, reason, px=self.retention_ms)
-
     async def cancel_or_remember(
         self, ask_id: str, reply_to: str, reason: str, *, tag: str
     ) -> Literal["remembered", "found", "foreign"]:
@@ -472,7 +491,7 @@ class Store(IntakeStream):
             step=int(h.get("step") or 0),
             reminders=int(h.get("reminders") or 0),
             outcome=h.get("outcome") or None,
-            result=_stored_result(key, h.get("result")),
+            result=_stored_result(key, h.get("result"), h.get("reason")),
             by=h.get("by") or None,
             resolved_ms=int(h["resolved_ms"]) if h.get("resolved_ms") else None,
             finalized=h.get("finalized") == "1",

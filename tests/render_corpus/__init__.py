@@ -367,6 +367,7 @@ CASES: dict[str, Case] = {
         answers=[QuestionAnswer(id="q1", status="answered", selected=[0])],
         votes=[*_VOTES, _vote("U0BOB", "Bob", 0)],
     ),
+    "approval_form_modal": lambda: render_form_modal(_approval_ask(), META),
     "decline_modal": lambda: render_decline_modal(pi_ask(), META),
     "ended_declined_with_reason": lambda: _ended(
         pi_ask(), "cancelled", "U0ABC", "<!here> freeze *until* Monday"

@@ -1,5 +1,6 @@
 -- ACCEPT: take an ask from the intake stream (idempotent on ask_id; first taker holds a lease).
--- KEYS[1] ask hash, KEYS[2] audit list, KEYS[3] early-cancel tombstone, KEYS[4] reply_to
+-- KEYS[1] ask hash, KEYS[2] audit list, KEYS[3] early-cancel tombstone (hash: reply_to -> reason),
+-- KEYS[4] reply_to
 -- ARGV[1] record JSON, ARGV[2] created_ms, ARGV[3] deadline_ms (0 = none), ARGV[4] consumer,
 -- ARGV[5] lease_ms, ARGV[6] pending ttl_ms (lifetime before the ask ends), ARGV[7] entry id,
 -- ARGV[8] retention_ms
@@ -10,7 +11,7 @@
 --   {'posted', ''}       already posted: just ack
 --   {'ended', result, entry} already ended: the stored result (empty for an entry added before the
 --                        end) and the entry that carried the ask
---   {'cancel', reason}   a cancel arrived first: end it as cancelled now
+--   {'cancel', reason}   a cancel from the ask's reply_to arrived first: end it as cancelled now
 --   {'expired', ''}      first read after its deadline: end it by its timeout policy now
 --   {'refused', type}    reply_to is a key of another type: nothing pushed, nothing about that key
 --                        changed; the record (ended, no result) says why
@@ -66,7 +67,8 @@ redis.call('HSET', KEYS[1], 'rec', ARGV[1], 'state', 'accepted', 'created_ms', A
   'msgs', '[]', 'step', 0, 'reminders', 0, 'entry', ARGV[7], 'finalized', 0)
 redis.call('PEXPIRE', KEYS[1], ttl)
 audit(KEYS[2], now, 'accepted', ARGV[4], '', ttl)
-local reason = redis.call('GET', KEYS[3])
+-- Only a cancel from the ask's own reply_to counts (cancel.lua keys the tombstone by it).
+local reason = redis.call('HGET', KEYS[3], KEYS[4])
 -- Ending at once (cancelled first, or read after its deadline): nothing will be posted, so no
 -- delivery lease holds back the clean-up (finalize.lua).
 if reason then

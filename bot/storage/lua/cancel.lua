@@ -7,7 +7,10 @@
 -- pending ask) | {'foreign', ''} (the ask has another reply_to: the cancel changes nothing)
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then
-  redis.call('SET', KEYS[2], ARGV[1], 'PX', tonumber(ARGV[2]))
+  -- The tombstone is a hash keyed by the cancel's reply_to: accept.lua honours only the one of the
+  -- ask's own reply_to (protocol section 8), also when several names share the hash tag.
+  redis.call('HSET', KEYS[2], ARGV[3], ARGV[1])
+  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[2]))
   return {'remembered'}
 end
 local rec = cjson.decode(redis.call('HGET', KEYS[1], 'rec'))

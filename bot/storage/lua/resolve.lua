@@ -6,7 +6,8 @@
 -- ARGV[3] actor id ('' = none), ARGV[4] retention_ms, ARGV[5] refuse_after_deadline ('1'/'0'),
 -- ARGV[6] audit event, ARGV[7] audit detail, ARGV[8] expected state ('' = any pending state),
 -- ARGV[9] the votes of an ask nobody voted on: 'null' (no approval) or '[]' (approval),
--- ARGV[10] '1' when intake ends the ask without posting it (releases the delivery lease)
+-- ARGV[10] '1' when intake ends the ask without posting it (releases the delivery lease),
+-- ARGV[11] a reason the ended messages show, kept in the record for every redraw ('' = none)
 -- Returns {'won', result, msgs} | {'ended', outcome} | {'late', deadline} | {'missing'} | {'moved', state}
 local now = now_ms()
 local f = redis.call('HMGET', KEYS[1], 'state', 'deadline_ms', 'outcome', 'votes')
@@ -24,5 +25,7 @@ if ARGV[5] == '1' and deadline > 0 and now >= deadline then
   audit(KEYS[2], now, 'refused_late', ARGV[3], ARGV[6], tonumber(ARGV[4]) + 86400000)
   return {'late', tostring(deadline)}
 end
-return write_result(KEYS, now, ARGV[1], ARGV[2], votes_json(f[4], ARGV[9] or 'null'), ARGV[3],
+local out = write_result(KEYS, now, ARGV[1], ARGV[2], votes_json(f[4], ARGV[9] or 'null'), ARGV[3],
   tonumber(ARGV[4]), ARGV[6], ARGV[7])
+if out[1] == 'won' and (ARGV[11] or '') ~= '' then redis.call('HSET', KEYS[1], 'reason', ARGV[11]) end
+return out
