@@ -13,7 +13,6 @@ Run it with ``slack-ask mcp`` or ``python -m bot.mcp_server``; settings come fro
 # and they refer to names local to build_server.
 import argparse
 import asyncio
-import importlib.metadata
 import os
 import re
 import sys
@@ -27,7 +26,7 @@ from pydantic import BaseModel, Field
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-import bot
+from bot.cli import installed_version
 from bot.cli.redis_args import redis_target
 from bot.client import (
     AskClient,
@@ -48,7 +47,6 @@ __all__ = [
     "build_server",
     "main",
     "serve",
-    "server_version",
 ]
 
 DEFAULT_WAIT_S = 25.0
@@ -187,14 +185,6 @@ class ToolOutput(BaseModel):
     )
 
 
-def server_version() -> str:
-    """The installed package's version (what the MCP handshake reports as serverInfo.version)."""
-    try:
-        return importlib.metadata.version("slack-ask")
-    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
-        return bot.__version__
-
-
 def _default_wait_s() -> float:
     raw = os.environ.get("SLACK_ASK_MCP_WAIT_S")
     if not raw:
@@ -240,7 +230,7 @@ def build_server(client: AskClient, *, default_wait_s: float = DEFAULT_WAIT_S) -
             "within wait_s, call get_answer with the returned handle later. Never assume an answer."
         ),
         log_level="WARNING",
-        version=server_version(),
+        version=installed_version(),
     )
     delivered: OrderedDict[str, ResultEnvelope] = OrderedDict()
     # Handles this server gave out: known even before a bot has taken the ask into its store.

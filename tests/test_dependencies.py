@@ -1,7 +1,9 @@
-"""What the package asks pip for, and what the demo says when its Redis fallback is not installed."""
+"""What the package asks pip for, the version it reports, and what the demo says when its Redis fallback
+is not installed."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import subprocess
 import sys
@@ -48,6 +50,14 @@ def test_mcp_1_is_refused_and_setuptools_reads_an_spdx_license() -> None:
 def test_the_makefile_installs_the_demo_extra_for_make_demo_and_the_tests() -> None:
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     assert "pip install -q -e '.[demo,dev]'" in makefile
+
+
+def test_version_option_prints_the_installed_version_through_the_console_script() -> None:
+    # The console script pip wrote (what the image's ENTRYPOINT runs), not the module.
+    script = Path(sys.executable).parent / "slack-ask"
+    done = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == f"slack-ask {importlib.metadata.version('slack-ask')}\n"
 
 
 def test_the_demo_without_redis_server_or_fakeredis_says_so_in_one_line() -> None:

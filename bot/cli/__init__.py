@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import sys
 from collections.abc import Sequence
 
-__all__ = ["EXIT_USAGE", "build_parser", "main"]
+import bot
+
+__all__ = ["EXIT_USAGE", "build_parser", "installed_version", "main"]
 
 EXIT_USAGE = 2
 
@@ -27,11 +30,20 @@ _SUBCOMMANDS = (
 )
 
 
+def installed_version() -> str:
+    """The installed package's version (``slack-ask --version``, the MCP handshake's serverInfo)."""
+    try:
+        return importlib.metadata.version("slack-ask")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return bot.__version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="slack-ask",
         description="Ask people structured questions in Slack on behalf of software agents.",
     )
+    parser.add_argument("--version", action="version", version=f"slack-ask {installed_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _SUBCOMMANDS:
         try:
