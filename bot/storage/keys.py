@@ -17,7 +17,7 @@ Per-ask keys, all in the hash slot of the ask's ``reply_to`` (protocol section 1
 script can change the ask's state and push its result atomically, on Redis Cluster too:
 
 ==============================  ======  ===========================================================
-``P:{tag}:ask:<ask_id>``        hash    record, state, messages, withdrawn messages, votes, result, a cancel's reason
+``P:{tag}:ask:<ask_id>``        hash    record, state, messages, withdrawn copies, votes, result, reason
 ``P:{tag}:audit:<ask_id>``      list    audit trail (JSON entries, capped)
 ``P:{tag}:cancel:<ask_id>``     hash    cancels that arrived before their ask: reply_to -> reason
 ``reply_to``                    list    the agent's reply list (named by the agent)
