@@ -20,7 +20,7 @@ from bot.logs import bind_ask_id
 from bot.metrics import METRICS
 from bot.model import AskRecord, PostedMessage
 from bot.storage.keys import slot_tag
-from bot.storage.store import AcceptVerdict, Entry, iso_ms
+from bot.storage.store import AcceptVerdict, Entry, Lease, iso_ms
 from contract.envelopes import EnvelopeError, ResultError, parse_ask_envelope, parse_cancel_envelope
 
 __all__ = ["Intake"]
@@ -133,6 +133,8 @@ class Intake(Room):
             entry_id=entry.id,
             schedule_at_ms=schedule,
         )
+        # Measured once the grant is back, so it never ends before Redis's own end of the lease.
+        lease = Lease(self.consumer, verdict.token, time.monotonic() + self.lease_ms / 1000)
         if verdict.verdict == "refused":
             await self._refused(entry, rec)
             return
@@ -161,42 +163,40 @@ class Intake(Room):
                 ending = results.ended_without_answer(rec, "unavailable", error=error)
             else:
                 ending = results.envelope_error(built.code, built.message)
-            await self.endings.end(
-                rec,
-                ending,
-                actor=None,
-                event=built.code,
-                detail=built.message,
-                messages=[],
-                release_lease=True,
-            )
-            await self.store.ack(entry.id)
+            await self._end_leased(rec, ending, entry, lease, event=built.code, detail=built.message)
             return
         if verdict.verdict == "cancel":
-            await self.endings.end(
-                rec,
-                results.ended_without_answer(rec, "cancelled"),
-                actor=None,
-                event="cancelled",
-                detail=verdict.detail,
-                messages=[],
-                release_lease=True,
-            )
-            await self.store.ack(entry.id)
+            ending = results.ended_without_answer(rec, "cancelled")
+            await self._end_leased(rec, ending, entry, lease, event="cancelled", detail=verdict.detail)
             return
         if verdict.verdict == "expired":
-            await self.endings.end(
-                rec,
-                results.timed_out(rec),
-                actor=None,
-                event="timeout",
-                detail="read after its deadline",
-                messages=[],
-                release_lease=True,
+            # Read after its deadline, or taken over from a holder that froze or died past it: the
+            # deadline wins, with the ask's timeout policy.
+            await self._end_leased(
+                rec, results.timed_out(rec), entry, lease, event="timeout", detail=verdict.detail
             )
-            await self.store.ack(entry.id)
             return
-        await self._deliver(rec, entry, deadline=deadline, channel_token=channel_token)
+        await self._deliver(rec, entry, lease, deadline=deadline, channel_token=channel_token)
+
+    async def _end_leased(
+        self, rec: AskRecord, ending: results.Ending, entry: Entry, lease: Lease, *, event: str, detail: str
+    ) -> None:
+        """End an ask from intake, under its lease, without a post in flight; then ack the entry.
+        Fenced: when the lease is no longer the current one, nothing changes and the entry is left
+        to the replica that holds the ask now."""
+        verdict = await self.endings.end(
+            rec, ending, actor=None, event=event, detail=detail, messages=[], release_lease=True, lease=lease
+        )
+        if verdict.verdict == "stale":
+            log.warning(
+                "stale lease %s on %s (now %s): dropping its %s ending",
+                lease,
+                rec.ask_id,
+                verdict.detail,
+                event,
+            )
+            return
+        await self.store.ack(entry.id)
 
     async def _recover(
         self, verdict: AcceptVerdict, entry: Entry, tag: str, ask_id: str, reply_to: str
@@ -268,10 +268,9 @@ class Intake(Room):
             await self._recover(verdict, entry, tag, exc.ask_id, exc.reply_to)
             return
         if verdict.verdict in ("post", "cancel", "expired"):
-            await self.endings.end(
-                rec, ending, actor=None, event=exc.code, detail=exc.message, messages=[], release_lease=True
-            )
-        if verdict.verdict != "busy":
+            lease = Lease(self.consumer, verdict.token, time.monotonic() + self.lease_ms / 1000)
+            await self._end_leased(rec, ending, entry, lease, event=exc.code, detail=exc.message)
+        elif verdict.verdict != "busy":
             await self.store.ack(entry.id)
 
     async def _handle_cancel(self, entry: Entry) -> None:
@@ -307,23 +306,39 @@ class Intake(Room):
             )
         await self.store.ack(entry.id)
 
-    async def _record_post(self, rec: AskRecord, posted: PostedMessage, entry: Entry) -> str | None:
+    async def _record_post(
+        self, rec: AskRecord, posted: PostedMessage, entry: Entry, lease: Lease
+    ) -> str | None:
         """Record the message just posted, retrying through a Redis blip: a live message the ask does
         not know would keep its buttons after the end. Retrying is safe (posted.lua records a message
         once). Should Redis stay away longer than a blip (RECORD_RETRY_S), the message is withdrawn
         (chat.delete) rather than left live and unknown while this replica waits, and may die; None
         says so, and the caller posts again once Redis is back (should this replica die meanwhile, the
         entry is still pending and another delivers it). Only if Slack will not delete it either does
-        the record go on being retried, while the intake lease lasts."""
+        the record go on being retried, while the intake lease lasts.
+
+        Every attempt is bounded by the lease (a call hung on a half-open link, or a process frozen in
+        it, gives up when the lease has run out in Redis too, so a write still in flight then is
+        refused by fencing): a record refused as stale, or cut by the lease's end, is "stale", and
+        the post is withdrawn (``_withdraw_stale``)."""
         loop = asyncio.get_running_loop()
         delay = 0.05
         withdraw_at = loop.time() + RECORD_RETRY_S
-        deadline = loop.time() + self.lease_ms / 1000
+        deadline = lease.until
         while True:
             try:
-                return await self.store.posted(
-                    rec.tag, rec.ask_id, [posted], actor=self.consumer, ack_entry=entry.id, track_channel=True
-                )
+                async with asyncio.timeout(max(deadline - loop.time(), 0.0)):
+                    state = await self.store.posted(
+                        rec.tag,
+                        rec.ask_id,
+                        [posted],
+                        actor=self.consumer,
+                        ack_entry=entry.id,
+                        track_channel=True,
+                        lease=lease,
+                    )
+            except TimeoutError:
+                state = "stale"  # the lease ran out with the record unanswered
             except RedisError as exc:
                 if loop.time() >= withdraw_at and withdraw_at < deadline:
                     withdraw_at = deadline  # one attempt: then keep retrying the record
@@ -340,18 +355,39 @@ class Intake(Room):
                         )
                         return None
                 if loop.time() + delay > deadline:
-                    raise
-                log.warning(
-                    "could not record message %s of %s yet (%s); retrying", posted.ts, rec.ask_id, exc
-                )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+                    state = "stale"  # Redis stayed away for the whole lease
+                else:
+                    log.warning(
+                        "could not record message %s of %s yet (%s); retrying", posted.ts, rec.ask_id, exc
+                    )
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+                    continue
+            if state == "stale":
+                await self._withdraw_stale(rec, posted, lease)
+            return state
+
+    async def _withdraw_stale(self, rec: AskRecord, posted: PostedMessage, lease: Lease) -> None:
+        """A post made under a lease that is no longer the current one (this replica froze, or lost
+        Redis, past it): nothing recorded it, another replica holds the ask, and the copy goes. The
+        one place a stale post is withdrawn (issue 25's withdrawn mark goes here)."""
+        log.warning(
+            "stale lease %s on %s: dropping the delivery and withdrawing its post %s/%s",
+            lease,
+            rec.ask_id,
+            posted.channel,
+            posted.ts,
+        )
+        try:
+            await self.slack.delete(posted.channel, posted.ts)
+        except SlackError as exc:
+            log.warning("could not withdraw %s of %s: %s", posted.ts, rec.ask_id, exc)
 
     async def _deliver(
-        self, rec: AskRecord, entry: Entry, *, deadline: float, channel_token: bool = False
+        self, rec: AskRecord, entry: Entry, lease: Lease, *, deadline: float, channel_token: bool = False
     ) -> None:
         # A post withdrawn while Redis was away is made again once Redis answers (within the lease).
-        while await self._deliver_once(rec, entry, deadline=deadline, channel_token=channel_token):
+        while await self._deliver_once(rec, entry, lease, deadline=deadline, channel_token=channel_token):
             while True:
                 try:
                     await self.store.server_time_ms()
@@ -362,7 +398,7 @@ class Intake(Room):
                     await asyncio.sleep(0.2)
 
     async def _deliver_once(
-        self, rec: AskRecord, entry: Entry, *, deadline: float, channel_token: bool = False
+        self, rec: AskRecord, entry: Entry, lease: Lease, *, deadline: float, channel_token: bool = False
     ) -> bool:
         """One post and its record; True when the post was withdrawn (Redis away) and must be made again."""
         assert rec.route is not None
@@ -385,9 +421,14 @@ class Intake(Room):
             # stays pending and is delivered again once the lease is over (429s are never counted
             # as Slack being unavailable; the lease bounds the wait, so no ask is posted twice).
             log.info("delivery of %s waits for its lease to end: %s", rec.ask_id, exc)
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0:
+                # The lease ran out under the call (this process was frozen in it, say): the entry may
+                # be another replica's by now, and stays pending for whoever holds it.
+                log.warning("lease %s on %s ran out in a Slack call: handed back", lease, rec.ask_id)
+                return False
             # Waiting out Slack's rate limit is no failed delivery either: the count goes back, and
             # the next reclaim comes as the lease ends (SLACK_ASK_MAX_DELIVERIES counts failures only).
-            left_ms = max(int((deadline - time.monotonic()) * 1000), 0)
             try:
                 await self.store.unclaim_busy(
                     entry, self.consumer, lease_left_ms=left_ms, reclaim_idle_ms=self.settings.reclaim_idle_ms
@@ -398,24 +439,18 @@ class Intake(Room):
         except SlackError as exc:
             METRICS.asks.labels(result="unavailable").inc()
             message_text = str(exc)
-            await self.endings.end(
-                rec,
-                results.ended_without_answer(
-                    rec, "unavailable", error=ResultError(code=exc.code, message=message_text)
-                ),
-                actor=None,
-                event="unavailable",
-                detail=message_text,
-                messages=[],
-                release_lease=True,
+            ending = results.ended_without_answer(
+                rec, "unavailable", error=ResultError(code=exc.code, message=message_text)
             )
-            await self.store.ack(entry.id)
+            await self._end_leased(rec, ending, entry, lease, event="unavailable", detail=message_text)
             return False
         posted = PostedMessage(channel=target.channel, ts=ts, step=0)
         METRICS.asks.labels(result="posted").inc()
-        state = await self._record_post(rec, posted, entry)
+        state = await self._record_post(rec, posted, entry, lease)
         if state is None:
             return True
+        if state == "stale":
+            return False
         if state == "ended":
             # Ended (cancelled, say) while we were posting: never leave a live button behind.
             loaded = await self.store.load(rec.tag, rec.ask_id)

@@ -7,7 +7,10 @@
   outlive it raises :class:`SlackBusyError`, nothing sent).
 * 5xx, any non-JSON body (an HTML or text/plain page from Slack or a proxy), network errors and
   timeouts: retried with backoff until the delivery window ends, then :class:`SlackUnreachableError`
-  (protocol code ``slack_unreachable``).
+  (protocol code ``slack_unreachable``). The window counts what Slack took to answer (or fail) and
+  the backoff, never time this process spent frozen (an attempt or a backoff that took far longer
+  than it could have: SIGSTOP, a VM paused): a pause is not Slack's fault. A call whose lease ran
+  out (during a pause, say) raises :class:`SlackBusyError`: the work is handed back, never ended.
 * Any other ``ok: false``: :class:`SlackPermanentError` carrying Slack's error name.
 
 Requests go out on the client's aiohttp session with the client's token, base URL and timeout;
@@ -50,6 +53,15 @@ TRANSIENT_ERRORS = frozenset(
 _CACHE_S = 60.0  # user-group membership is cached for at most a minute (protocol section 7)
 _MIN_ATTEMPT_S = 0.05  # an attempt with less time than this before its deadline is not started
 _DEFAULT_RETRY_AFTER_S = 1.0  # a 429 without a readable Retry-After
+FROZEN_S = 1.0
+"""An attempt (or a backoff) that took this much longer than its own limit did not wait on Slack: the
+process was frozen (or its loop stalled), and what Slack did meanwhile is unknown. None of it counts
+against the delivery window (the lease still bounds the call)."""
+
+
+def _counted(spent: float, limit: float) -> float:
+    """What of ``spent`` seconds, of a wait that could take at most ``limit``, counts as Slack's."""
+    return 0.0 if spent > limit + FROZEN_S else spent
 
 
 def make_client(token: str, base_url: str, *, timeout: int = 15) -> AsyncWebClient:
@@ -156,18 +168,15 @@ class SlackGateway:
         attempt outlives it (:class:`SlackBusyError`). ``retry=False``: one attempt, for paths with
         a budget of their own (a form's ack). ``channel_token``: the post's channel token is already
         taken (``take_post_token``)."""
-        started = time.monotonic()
-        not_counted = 0.0  # time spent waiting for tokens and Retry-After: never counts as Slack failing
+        counted = 0.0  # Slack's time only: attempts and backoffs, never tokens, Retry-After or a pause
         channel = str(params.get("channel") or "") or None
         attempt = 0
         while True:
             attempt += 1
-            before = time.monotonic()
             if method == "chat.postMessage" and channel and not channel_token:
                 await self.pacer.take_channel(channel, priority=priority, deadline=deadline)
             channel_token = False  # a retry takes a fresh channel token
             await self.pacer.take(method, priority=priority, deadline=deadline)
-            not_counted += time.monotonic() - before
             timeout = float(self.client.timeout)
             if deadline is not None:
                 left = deadline - time.monotonic()
@@ -175,6 +184,7 @@ class SlackGateway:
                     raise self._busy(method, where, "no time left in its lease")
                 timeout = min(timeout, left)
             retry_after: float | None = None
+            sent = time.monotonic()
             try:
                 status, headers, data, content_type = await self._send(
                     method, params, limit_s=timeout, token=token
@@ -193,14 +203,17 @@ class SlackGateway:
                 else:
                     reason = f"HTTP {status} {_body_kind(data, content_type)}".strip()
             now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                # The lease covering the call ran out under it (a pause, or a call that outlived it):
+                # the work is another replica's to take over now, not Slack's failure to report.
+                raise self._busy(method, where, f"its lease ran out (last: {reason})")
             if retry_after is not None:
                 if not retry or (deadline is not None and now + retry_after >= deadline):
                     raise self._busy(method, where, reason)
                 log.info("slack %s rate limited; waiting %.2fs as Slack asks", method, retry_after)
                 await asyncio.sleep(retry_after)
-                not_counted += time.monotonic() - now
                 continue
-            counted = now - started - not_counted
+            counted += _counted(now - sent, timeout)
             if not retry or counted >= self.delivery_window_s:
                 raise SlackUnreachableError(
                     f"Slack did not answer {method}{' ' + where if where else ''} within "
@@ -213,7 +226,9 @@ class SlackGateway:
             if deadline is not None and now + delay + _MIN_ATTEMPT_S >= deadline:
                 raise self._busy(method, where, reason)
             log.warning("slack %s failed (%s); retrying in %.2fs", method, reason, delay)
+            slept = time.monotonic()
             await asyncio.sleep(delay)
+            counted += _counted(time.monotonic() - slept, delay)
 
     @staticmethod
     def _busy(method: str, where: str | None, reason: str) -> SlackBusyError:

@@ -20,6 +20,7 @@ __all__ = [
     "AskStatus",
     "AuditEntry",
     "Entry",
+    "Lease",
     "LoadedAsk",
     "Resolution",
     "ResolveVerdict",
@@ -99,16 +100,33 @@ def _decode(value: Any) -> tuple[str, bool]:
 
 
 @dataclass(frozen=True, slots=True)
+class Lease:
+    """An intake lease as ``accept.lua`` granted it: every change made under it carries ``owner`` and
+    ``token`` (fencing: the script refuses it once the lease is no longer the current one)."""
+
+    owner: str
+    token: str
+    until: float
+    """``time.monotonic()`` by which the lease has surely run out in Redis too (measured from when the
+    grant came back, so never before Redis's own end of it): no Redis call made under it outlives it."""
+
+    def __str__(self) -> str:
+        return f"{self.owner}#{self.token}"
+
+
+@dataclass(frozen=True, slots=True)
 class AcceptVerdict:
     verdict: Literal["post", "busy", "posted", "ended", "cancel", "expired", "refused"]
     detail: str = ""
     entry: str = ""
     """For ``ended``: the stream entry that first carried the ask (a different one means a re-send)."""
+    token: str = ""
+    """For ``post``, ``cancel``, ``expired``: the lease's fencing token (see :class:`Lease`)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ResolveVerdict:
-    verdict: Literal["won", "ended", "late", "missing", "moved"]
+    verdict: Literal["won", "ended", "late", "missing", "moved", "stale"]
     result: StoredResult | None = None
     messages: list[PostedMessage] = field(default_factory=list)
     detail: str = ""
@@ -172,6 +190,10 @@ class Resolution:
     release_lease: bool = False
     """Intake ends the ask without posting it (refused, unavailable, parked): no delivery is in flight,
     so its clean-up need not wait for the intake lease (``finalize.lua``)."""
+    replica: str = ""
+    """The replica (consumer name) making this ending: the audit names it."""
+    lease: Lease | None = None
+    """The intake lease this ending is made under (fenced: ``stale`` once it is not current)."""
 
 
 class AuditEntry(BaseModel):
@@ -179,6 +201,10 @@ class AuditEntry(BaseModel):
     event: str
     by: str | None
     detail: str | None
+    replica: str | None = None
+    """The replica that made the change (absent in entries written before fencing)."""
+    lease: str | None = None
+    """The intake lease it was made under, ``owner#token`` (absent when the work was not leased)."""
 
 
 class AskStatus(BaseModel):

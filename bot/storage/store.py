@@ -15,12 +15,13 @@ from bot.errors import StoreError
 from bot.model import AskRecord, PostedMessage
 from bot.results import parse_result
 from bot.storage.base import Step
-from bot.storage.keys import AUDIT_MAX, GROUP, AskKeys, due_member, parse_due_member
+from bot.storage.keys import AUDIT_MAX, AskKeys, due_member, parse_due_member
 from bot.storage.records import (
     AcceptVerdict,
     AskStatus,
     AuditEntry,
     Entry,
+    Lease,
     LoadedAsk,
     Resolution,
     ResolveVerdict,
@@ -39,6 +40,7 @@ __all__ = [
     "AskStatus",
     "AuditEntry",
     "Entry",
+    "Lease",
     "LoadedAsk",
     "Resolution",
     "ResolveVerdict",
@@ -121,7 +123,12 @@ class Store(IntakeStream):
         )
         replies = await self._run(steps)
         reply = [_s(x) for x in replies[-1]]
-        verdict = AcceptVerdict(reply[0], reply[1], reply[2] if len(reply) > 2 else "")  # type: ignore[arg-type]
+        verdict = AcceptVerdict(
+            reply[0],  # type: ignore[arg-type]
+            reply[1],
+            reply[2] if len(reply) > 2 else "",
+            reply[3] if len(reply) > 3 else "",
+        )
         if verdict.verdict in ("ended", "refused") and schedule_at_ms is not None and int(replies[0]) == 1:
             # A re-send of an ended ask, or one refused at once: the timer just added belongs to nobody.
             await self.unschedule(record.ask_id, record.tag)
@@ -144,9 +151,11 @@ class Store(IntakeStream):
         ack_entry: str | None = None,
         track_channel: bool = False,
         stray: bool = False,
+        lease: Lease | None = None,
     ) -> str:
-        """Record new messages of an ask (and, in the same round trip, ack its intake entry and
-        remember which channels it lives in, so archiving a channel can dismiss it)."""
+        """Record new messages of an ask (and remember which channels it lives in, so archiving a
+        channel can dismiss it; then ack its intake entry). ``lease``: the delivery's (fenced:
+        ``stale`` when it is no longer the current one, and then nothing is recorded or acked)."""
         k = self.ask_keys(tag, ask_id)
         payload = json.dumps([m.model_dump() for m in messages])
         steps: list[Step] = []
@@ -160,15 +169,26 @@ class Store(IntakeStream):
             self._script(
                 "posted",
                 [k.ask, k.audit],
-                [actor, payload, event, "" if step is None else str(step), detail, "1" if stray else "0"],
+                [
+                    actor,
+                    payload,
+                    event,
+                    "" if step is None else str(step),
+                    detail,
+                    "1" if stray else "0",
+                    lease.owner if lease is not None else "",
+                    lease.token if lease is not None else "",
+                ],
             )
         )
-        if ack_entry is not None:
-            entry = ack_entry
-            steps.append(lambda pipe: pipe.xack(self.keys.asks, GROUP, entry))
-            steps.append(lambda pipe: pipe.xdel(self.keys.asks, entry))
         replies = await self._run(steps)
         state = _s(replies[at][0])
+        if state == "stale":
+            return state  # fenced: the entry is the current holder's to ack
+        if ack_entry is not None:
+            # After the record, not in its round trip: a stale delivery must leave the entry pending
+            # for the replica that holds the ask now (the stream is in another slot than the ask).
+            await self.ack(ack_entry)
         if state == "ended":
             # A message that landed (or was learned of) after the end: the clean-up timer, which
             # finalize may already have removed, must be there until it is redrawn.
@@ -257,6 +277,9 @@ class Store(IntakeStream):
                     "",
                     "[]" if record.approval is not None else "null",
                     "1" if r.release_lease else "0",
+                    r.lease.owner if r.lease is not None else "",
+                    r.lease.token if r.lease is not None else "",
+                    r.replica,
                 ],
             ),
         ]
@@ -517,6 +540,8 @@ class Store(IntakeStream):
                     event=str(data["event"]),
                     by=str(data.get("by") or "") or None,
                     detail=str(data.get("detail") or "") or None,
+                    replica=str(data.get("replica") or "") or None,
+                    lease=str(data.get("lease") or "") or None,
                 )
             )
         return out

@@ -2,9 +2,11 @@
 -- KEYS[1] ask hash, KEYS[2] audit list
 -- ARGV[1] consumer (or actor), ARGV[2] JSON list of new messages, ARGV[3] event name,
 -- ARGV[4] new escalation step ('' = unchanged), ARGV[5] detail, ARGV[6] '1' for a stray: a message
--- the bot learned of (not the delivery's own), recorded without touching the state or the lease
+-- the bot learned of (not the delivery's own), recorded without touching the state or the lease,
+-- ARGV[7] lease owner and ARGV[8] lease token of the delivery that posted it ('' = not leased)
 -- Returns {'ok', state_before} or {'ended', ''} (the ask ended meanwhile: the caller must turn the
--- new messages into ended messages at once), or {'missing', ''}.
+-- new messages into ended messages at once), {'missing', ''}, or {'stale', holder}: the delivery's
+-- lease is no longer the current one (fenced: nothing recorded; the caller withdraws its post).
 local now = now_ms()
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then return {'missing', ''} end
@@ -12,11 +14,25 @@ local msgs = cjson.decode(redis.call('HGET', KEYS[1], 'msgs'))
 -- Idempotent on (channel, ts): a call retried after a lost reply records each message once.
 local known = {}
 for _, m in ipairs(msgs) do known[m.channel .. ' ' .. m.ts] = true end
+local added = 0
 for _, m in ipairs(cjson.decode(ARGV[2])) do
   if not known[m.channel .. ' ' .. m.ts] then
     table.insert(msgs, m)
     known[m.channel .. ' ' .. m.ts] = true
+    added = added + 1
   end
+end
+-- A retry of a record that landed (its reply lost) is no new change: it needs no live lease.
+local lease = ''
+if (ARGV[8] or '') ~= '' then lease = ARGV[7] .. '#' .. ARGV[8] end
+local holder = nil
+if added > 0 then holder = stale_lease(KEYS[1], now, ARGV[7], ARGV[8]) end
+if holder then
+  local ttl0 = redis.call('PTTL', KEYS[1])
+  if ttl0 < 0 then ttl0 = 86400000 end
+  audit(KEYS[2], now, 'refused_stale', ARGV[1], ARGV[3] .. ' under lease ' .. lease .. ', now ' .. holder,
+    ttl0, ARGV[1], lease)
+  return {'stale', holder}
 end
 -- cjson encodes an empty table as {}; msgs is never empty here when ARGV[2] had messages.
 if #msgs == 0 then
@@ -31,14 +47,14 @@ if state == 'ended' then
   -- A message that landed after the end (cancelled mid-post) or that the bot only learned of now
   -- (a click on it): recorded, and the ask's messages are not done until it is redrawn too.
   redis.call('HSET', KEYS[1], 'finalized', 0, 'lease_until', 0)
-  audit(KEYS[2], now, ARGV[3] .. '_after_end', ARGV[1], ARGV[5], ttl)
+  audit(KEYS[2], now, ARGV[3] .. '_after_end', ARGV[1], ARGV[5], ttl, ARGV[1], lease)
   return {'ended', ''}
 end
 if ARGV[6] == '1' then
-  audit(KEYS[2], now, ARGV[3], ARGV[1], ARGV[5], ttl)
+  audit(KEYS[2], now, ARGV[3], ARGV[1], ARGV[5], ttl, ARGV[1], lease)
   return {'ok', state}
 end
 -- The post landed: no delivery is in flight any more (finalize.lua waits for none).
 if state == 'accepted' then redis.call('HSET', KEYS[1], 'state', 'posted', 'lease_until', 0) end
-audit(KEYS[2], now, ARGV[3], ARGV[1], ARGV[5], ttl)
+audit(KEYS[2], now, ARGV[3], ARGV[1], ARGV[5], ttl, ARGV[1], lease)
 return {'ok', state}
