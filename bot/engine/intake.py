@@ -338,7 +338,8 @@ class Intake(Room):
                         lease=lease,
                     )
             except TimeoutError:
-                state = "stale"  # the lease ran out with the record unanswered
+                # The lease ran out with the record unanswered: it landed in time, or it never will.
+                state = await self._landed_in_time(rec, posted, entry)
             except RedisError as exc:
                 if loop.time() >= withdraw_at and withdraw_at < deadline:
                     withdraw_at = deadline  # one attempt: then keep retrying the record
@@ -366,6 +367,31 @@ class Intake(Room):
             if state == "stale":
                 await self._withdraw_stale(rec, posted, lease)
             return state
+
+    async def _landed_in_time(self, rec: AskRecord, posted: PostedMessage, entry: Entry) -> str:
+        """After a record cut by its lease's end: did it land? A write still on its way is refused
+        from now on (its lease has run out in Redis too), so the record decides for good: the message
+        is in it ("ok" or "ended", and the entry is acked), or it never will be ("stale"). Redis is
+        asked for one more lease at most; if it stays away, the post is withdrawn all the same."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.lease_ms / 1000
+        while loop.time() < give_up:
+            try:
+                async with asyncio.timeout(min(max(give_up - loop.time(), 0.0), 2.0)):
+                    loaded = await self.store.load(rec.tag, rec.ask_id)
+                    known = loaded is not None and any(
+                        (m.channel, m.ts) == (posted.channel, posted.ts) for m in loaded.messages
+                    )
+                    if known:
+                        await self.store.ack(entry.id)
+            except (TimeoutError, RedisError):
+                await asyncio.sleep(0.1)
+                continue
+            if not known:
+                return "stale"
+            assert loaded is not None
+            return "ended" if loaded.state == "ended" else "ok"
+        return "stale"
 
     async def _withdraw_stale(self, rec: AskRecord, posted: PostedMessage, lease: Lease) -> None:
         """A post made under a lease that is no longer the current one (this replica froze, or lost

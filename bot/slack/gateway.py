@@ -8,8 +8,8 @@
 * 5xx, any non-JSON body (an HTML or text/plain page from Slack or a proxy), network errors and
   timeouts: retried with backoff until the delivery window ends, then :class:`SlackUnreachableError`
   (protocol code ``slack_unreachable``). The window counts what Slack took to answer (or fail) and
-  the backoff, never time this process spent frozen (an attempt or a backoff that took far longer
-  than it could have: SIGSTOP, a VM paused): a pause is not Slack's fault. A call whose lease ran
+  the backoff, never time this process spent frozen (SIGSTOP, a VM paused, a stalled loop:
+  ``_FreezeWatch``): a pause is not Slack's fault. A call whose lease ran
   out (during a pause, say) raises :class:`SlackBusyError`: the work is handed back, never ended.
 * Any other ``ok: false``: :class:`SlackPermanentError` carrying Slack's error name.
 
@@ -20,6 +20,7 @@ the gateway reads status, headers and body itself, so no body shape can escape t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
@@ -53,15 +54,44 @@ TRANSIENT_ERRORS = frozenset(
 _CACHE_S = 60.0  # user-group membership is cached for at most a minute (protocol section 7)
 _MIN_ATTEMPT_S = 0.05  # an attempt with less time than this before its deadline is not started
 _DEFAULT_RETRY_AFTER_S = 1.0  # a 429 without a readable Retry-After
-FROZEN_S = 1.0
-"""An attempt (or a backoff) that took this much longer than its own limit did not wait on Slack: the
-process was frozen (or its loop stalled), and what Slack did meanwhile is unknown. None of it counts
-against the delivery window (the lease still bounds the call)."""
+_TICK_S = 0.2
+FROZEN_S = 0.5
+"""A gap this much longer than a tick of :class:`_FreezeWatch` is time the process did not run."""
 
 
-def _counted(spent: float, limit: float) -> float:
-    """What of ``spent`` seconds, of a wait that could take at most ``limit``, counts as Slack's."""
-    return 0.0 if spent > limit + FROZEN_S else spent
+class _FreezeWatch:
+    """Measures, while a call is in progress, the time this process did not run at all: frozen
+    (SIGSTOP, a VM or container paused, a laptop lid) or its event loop stalled. A ticker wakes every
+    ``_TICK_S``; a tick that comes more than ``FROZEN_S`` late means the process was away that long.
+    ``frozen()`` also counts a gap still open (the call may resume before the ticker does)."""
+
+    def __init__(self) -> None:
+        self._done = 0.0
+        self._last = time.monotonic()
+        self._task: asyncio.Task[None] | None = None
+
+    def frozen(self) -> float:
+        gap = time.monotonic() - self._last - _TICK_S
+        return self._done + (gap if gap > FROZEN_S else 0.0)
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(_TICK_S)
+            now = time.monotonic()
+            gap = now - self._last - _TICK_S
+            if gap > FROZEN_S:
+                self._done += gap
+            self._last = now
+
+    async def __aenter__(self) -> _FreezeWatch:
+        self._task = asyncio.create_task(self._tick())
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
 
 
 def make_client(token: str, base_url: str, *, timeout: int = 15) -> AsyncWebClient:
@@ -168,6 +198,32 @@ class SlackGateway:
         attempt outlives it (:class:`SlackBusyError`). ``retry=False``: one attempt, for paths with
         a budget of their own (a form's ack). ``channel_token``: the post's channel token is already
         taken (``take_post_token``)."""
+        async with _FreezeWatch() as watch:
+            return await self._call(
+                method,
+                watch,
+                where=where,
+                priority=priority,
+                deadline=deadline,
+                retry=retry,
+                channel_token=channel_token,
+                token=token,
+                params=params,
+            )
+
+    async def _call(
+        self,
+        method: str,
+        watch: _FreezeWatch,
+        *,
+        where: str | None,
+        priority: Priority,
+        deadline: float | None,
+        retry: bool,
+        channel_token: bool,
+        token: str | None,
+        params: Mapping[str, Any],
+    ) -> Mapping[str, Any]:
         counted = 0.0  # Slack's time only: attempts and backoffs, never tokens, Retry-After or a pause
         channel = str(params.get("channel") or "") or None
         attempt = 0
@@ -184,7 +240,7 @@ class SlackGateway:
                     raise self._busy(method, where, "no time left in its lease")
                 timeout = min(timeout, left)
             retry_after: float | None = None
-            sent = time.monotonic()
+            sent, frozen = time.monotonic(), watch.frozen()
             try:
                 status, headers, data, content_type = await self._send(
                     method, params, limit_s=timeout, token=token
@@ -213,7 +269,7 @@ class SlackGateway:
                 log.info("slack %s rate limited; waiting %.2fs as Slack asks", method, retry_after)
                 await asyncio.sleep(retry_after)
                 continue
-            counted += _counted(now - sent, timeout)
+            counted += now - sent - (watch.frozen() - frozen)
             if not retry or counted >= self.delivery_window_s:
                 raise SlackUnreachableError(
                     f"Slack did not answer {method}{' ' + where if where else ''} within "
@@ -226,9 +282,9 @@ class SlackGateway:
             if deadline is not None and now + delay + _MIN_ATTEMPT_S >= deadline:
                 raise self._busy(method, where, reason)
             log.warning("slack %s failed (%s); retrying in %.2fs", method, reason, delay)
-            slept = time.monotonic()
+            slept, frozen = time.monotonic(), watch.frozen()
             await asyncio.sleep(delay)
-            counted += _counted(time.monotonic() - slept, delay)
+            counted += time.monotonic() - slept - (watch.frozen() - frozen)
 
     @staticmethod
     def _busy(method: str, where: str | None, reason: str) -> SlackBusyError:
