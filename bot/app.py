@@ -175,9 +175,17 @@ def build_app(
             gone = changed.get("ts")
         else:
             ref = find_ask_ref(event.get("blocks"))
-            if subtype is None and event.get("bot_id") and ref is not None and not event.get("thread_ts"):
-                # One of the bot's own ask messages: recorded if the replica that posted it died first.
-                await engine.learn_message(str(event.get("channel") or ""), str(event.get("ts") or ""), ref)
+            bot_id, app_id = event.get("bot_id"), event.get("app_id")
+            if subtype is None and ref is not None and (bot_id or app_id):
+                # A bot's message carrying an ask, in a channel or a thread (a thread-routed ask): if it
+                # is this bot's own, recorded when the replica that posted it died first.
+                await engine.learn_message(
+                    str(event.get("channel") or ""),
+                    str(event.get("ts") or ""),
+                    ref,
+                    bot_id=str(bot_id) if bot_id else None,
+                    app_id=str(app_id) if app_id else None,
+                )
             return
         previous = event.get("previous_message")
         previous = previous if isinstance(previous, dict) else {}  # Slack has sent [] here

@@ -1,5 +1,5 @@
 """End to end: deleting an ask's message, or archiving its channel, dismisses the ask, whatever event
-Slack sends for it and whenever it comes.
+Slack sends for it and whenever it comes; the bot's own deletes of its copies never do.
 
 A message with thread replies (a reminded ask has some) becomes a tombstone and Slack sends
 `message_changed`; in a group DM the events carry `channel_type: "mpim"`. Slack sends a message's
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from bot.playground import Message
+from bot.storage.keys import slot_tag
 from tests.harness import Harness
 
 Q = {"id": "cache", "question": "Enable the cache?", "options": ["Yes", "No"], "recommended": 1}
@@ -77,3 +79,44 @@ async def test_deleting_the_message_or_archiving_its_channel_dismisses_the_ask(
     result = await harness.result(env["reply_to"])
     assert result["outcome"] == "dismissed"
     assert result["text"] == "User answers:\ncache: (dismissed)"
+
+
+async def test_the_copy_a_losing_sweeper_withdraws_does_not_dismiss_the_ask(harness: Harness) -> None:
+    # Two sweepers post the same escalation step (one outlived its timer lease); the loser of
+    # advance.lua deletes its copy, and Slack tells the bot of that delete.
+    env = harness.envelope(Q, escalate=[{"after_ms": 600_000, "channel": "C0INCIDENT"}], timeout_ms=900_000)
+    await harness.send(env)
+    [first] = await harness.posted()
+    runtime = harness.replicas[0]
+    tag, timers = slot_tag(env["reply_to"]), runtime.engine.timers
+    stale = await runtime.store.load(tag, env["ask_id"])  # the slow sweeper's snapshot, at step 0
+    assert stale is not None and stale.step == 0
+    step, now = stale.record.escalate[0], await runtime.store.server_time_ms()
+    assert await timers._escalate(stale, 0, step, now, None)  # the other sweeper: step 0 -> 1
+    [winner] = await harness.posted("C0INCIDENT")
+    assert await timers._escalate(stale, 0, step, now, None)  # the slow one, from its stale snapshot
+    [loser] = [m for m in harness.fake.messages("C0INCIDENT", include_deleted=True) if m.deleted]
+    await harness.fake.wait_for(
+        lambda: _deletion_delivered(harness, "C0INCIDENT", loser), what="the delete event delivered"
+    )
+
+    assert await harness.no_more_results(env["reply_to"], wait=1.0), "the bot's own delete dismissed it"
+    loaded = await runtime.store.load(tag, env["ask_id"])
+    assert loaded is not None and loaded.state == "posted" and loaded.step == 1
+    assert [(m.channel, m.ts) for m in loaded.messages] == [("C0DEPLOY", first.ts), ("C0INCIDENT", winner.ts)]
+    assert loaded.withdrawn == {("C0INCIDENT", loser.ts)}
+    await harness.fake.click("U0ALICE", "C0INCIDENT", winner.ts, "slack_ask:choose:0")
+    assert (await harness.result(env["reply_to"]))["outcome"] == "answered"
+    await harness.ended("C0DEPLOY", first.ts)
+    await harness.ended("C0INCIDENT", winner.ts)
+
+
+def _deletion_delivered(harness: Harness, channel: str, message: Message) -> bool:
+    """The bot has answered Slack's message_deleted event for ``message``."""
+    return any(
+        e.delivered
+        and e.envelope["event"].get("subtype") == "message_deleted"
+        and e.envelope["event"].get("channel") == channel
+        and e.envelope["event"].get("deleted_ts") == message.ts
+        for e in harness.fake.state.events
+    )

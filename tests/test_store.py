@@ -284,6 +284,47 @@ async def test_advance_counts_a_step_once_even_when_two_sweepers_race(store: Sto
     assert loaded is not None and loaded.step == 1
 
 
+async def test_advance_withdraws_the_copy_of_a_sweeper_that_lost_the_step(
+    store: Store, reply_to: str
+) -> None:
+    rec = _record(reply_to)
+    await _accept(store, rec)
+    winner, loser = (PostedMessage(channel="C9", ts=ts, step=1) for ts in ("2.1", "2.2"))
+    for message, verdict in ((winner, "ok"), (loser, "moved")):
+        got = await store.advance(
+            rec.tag, rec.ask_id, counter="step", expected=0, messages=[message], event="escalated", actor="s"
+        )
+        assert got == verdict
+    loaded = await store.load(rec.tag, rec.ask_id)
+    assert loaded is not None and loaded.step == 1
+    # The loser's copy is withdrawn (the caller deletes it next), never a message of the ask.
+    assert [m.ts for m in loaded.messages] == ["2.1"]
+    assert loaded.withdrawn == {("C9", "2.2")}
+
+
+async def test_a_withdrawn_message_leaves_the_record_and_is_never_recorded_again(
+    store: Store, reply_to: str
+) -> None:
+    rec = _record(reply_to)
+    await _accept(store, rec)
+    kept, gone = PostedMessage(channel="C1", ts="1.1"), PostedMessage(channel="C2", ts="1.2")
+    await store.posted(rec.tag, rec.ask_id, [kept, gone], actor="c1")
+    assert await store.withdraw(rec.tag, rec.ask_id, [gone], actor="c1", detail="test") == "ok"
+    # Neither a retried record nor a stray learned from Slack's event takes it for the ask's again.
+    assert await store.posted(rec.tag, rec.ask_id, [gone], actor="c1") == "withdrawn"
+    learned = await store.posted(rec.tag, rec.ask_id, [gone], actor="c1", event="learned", stray=True)
+    assert learned == "withdrawn"
+    await store.advance(
+        rec.tag, rec.ask_id, counter="step", expected=0, messages=[gone], event="escalated", actor="s"
+    )
+    loaded = await store.load(rec.tag, rec.ask_id)
+    assert loaded is not None and [m.ts for m in loaded.messages] == ["1.1"]
+    assert loaded.withdrawn == {("C2", "1.2")}
+    # An ask that is gone is not brought back by a withdrawal.
+    assert await store.withdraw(rec.tag, "gone", [gone], actor="c1", detail="test") == "missing"
+    assert await store.load(rec.tag, "gone") is None
+
+
 async def test_every_key_of_an_ask_shares_the_slot_of_its_reply_to(prefix: str) -> None:
     keys = Keys(prefix)
     for reply_to in ["agent:replies", "q:{team-a}:x", "a{}b", "x}y{z", "{", "slack-ask:reply:01J", "é{ü}"]:

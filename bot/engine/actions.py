@@ -146,27 +146,37 @@ class Actions(Room):
             )
         return None
 
-    async def learn_message(self, channel: str, ts: str, ref: AskRef) -> None:
-        """Slack told of a message this bot posted (its own message event). The replica that posted it
-        records it within milliseconds; one still missing from the record ``LEARN_AFTER_S`` later was
-        posted by a replica that died before recording it (the one duplicate a crash can make). It
-        is recorded now, so it is redrawn when the ask ends, or at once if the ask has ended."""
+    async def learn_message(
+        self, channel: str, ts: str, ref: AskRef, *, bot_id: str | None, app_id: str | None
+    ) -> None:
+        """Slack told of a message carrying an ask (a message event). Only this bot's own messages
+        (its ``bot_id`` or ``app_id``, as ``auth.test`` gave them) are learned: another app's copy,
+        once recorded, could be deleted to dismiss the ask. The replica that posted it records it
+        within milliseconds; one still missing from the record ``LEARN_AFTER_S`` later was posted by a
+        replica that died before recording it (the one duplicate a crash can make), in a channel or
+        a thread. It is recorded now, so it is redrawn when the ask ends, or at once if the ask has
+        ended; a copy the bot withdrew is never learned (posted.lua refuses it)."""
+        if not await self.slack.is_own_message(bot_id=bot_id, app_id=app_id):
+            log.info("message %s/%s carries ask %s, not from this bot: not learned", channel, ts, ref.ask_id)
+            return
         await asyncio.sleep(LEARN_AFTER_S)
         loaded = await self.store.load(ref.tag, ref.ask_id)
         if loaded is None or any(m.channel == channel and m.ts == ts for m in loaded.messages):
             return
         message = PostedMessage(channel=channel, ts=ts)
-        await self._learn(loaded, message)
+        if not await self._learn(loaded, message):
+            return
         if loaded.state == "ended" and loaded.result is not None:
             await self.endings.finish_messages(
                 loaded.record, [*loaded.messages, message], loaded.result, loaded.by
             )
 
-    async def _learn(self, loaded: LoadedAsk, message: PostedMessage) -> None:
+    async def _learn(self, loaded: LoadedAsk, message: PostedMessage) -> bool:
         """A message of the ask the bot did not know (a post whose record a crash or a Redis blip
-        lost): every message the bot learns of goes into the ask's record, so it is redrawn at the end."""
+        lost): every message the bot learns of goes into the ask's record, so it is redrawn at the end.
+        False when it is one the bot withdrew (``Room.withdraw``): never the ask's again."""
         rec = loaded.record
-        await self.store.posted(
+        state = await self.store.posted(
             rec.tag,
             rec.ask_id,
             [message],
@@ -175,6 +185,13 @@ class Actions(Room):
             track_channel=True,
             stray=True,
         )
+        return state != "withdrawn"
+
+    async def _learn_acted_on(self, loaded: LoadedAsk, acted_on: PostedMessage | None) -> None:
+        """Answered or voted on a message the record lacks: recorded before the ask is resolved or
+        voted on, so the ending (which redraws the recorded messages) redraws this one too."""
+        if acted_on is not None and acted_on not in loaded.messages:
+            await self._learn(loaded, acted_on)
 
     def _acted_on(self, loaded: LoadedAsk, channel: str | None, ts: str | None) -> PostedMessage | None:
         for message in loaded.messages:
@@ -193,10 +210,7 @@ class Actions(Room):
         event: str,
     ) -> Refusal | None:
         acted_on = self._acted_on(loaded, channel, ts)
-        if acted_on is not None and acted_on not in loaded.messages:
-            # Answered on a message the record lacks: record it before resolving, so the ending
-            # (which redraws the recorded messages) redraws this one too.
-            await self._learn(loaded, acted_on)
+        await self._learn_acted_on(loaded, acted_on)
         verdict = await self.endings.end(
             loaded.record,
             ending,
@@ -248,7 +262,9 @@ class Actions(Room):
         self, loaded: LoadedAsk, user: SlackUser, option: int, *, channel: str | None, ts: str | None
     ) -> Refusal | None:
         """An approval ask (protocol section 13): the click is a vote (bot.engine.votes)."""
-        return await self.votes.vote(loaded, user, option, acted_on=self._acted_on(loaded, channel, ts))
+        acted_on = self._acted_on(loaded, channel, ts)
+        await self._learn_acted_on(loaded, acted_on)
+        return await self.votes.vote(loaded, user, option, acted_on=acted_on)
 
     async def on_decline(self, action: BlockAction) -> None:
         """Decline opens a small modal with an optional reason (protocol section 9); its Decline button
@@ -378,13 +394,13 @@ class Actions(Room):
         # Slack sends a message's events while the reply to chat.postMessage may still be on its way,
         # so the delete of a message just posted can come before the poster records it: a second look
         # once a recording would have landed (as learn_message does). A message still unknown then is
-        # one the bot withdrew itself, or a stray copy of a replica that died; the ask lives on in the
-        # message it recorded.
+        # a stray copy of a replica that died; the ask lives on in the message it recorded. A copy the
+        # bot withdrew itself is marked so before its delete is sent, and is never the ask's message.
         for look in range(2 if ts else 1):
             if look:
                 await asyncio.sleep(LEARN_AFTER_S)
             loaded = await self.store.load(ref.tag, ref.ask_id)
-            if loaded is None or loaded.state == "ended":
+            if loaded is None or loaded.state == "ended" or (channel, ts) in loaded.withdrawn:
                 return
             gone = [m for m in loaded.messages if m.channel == channel and (not ts or m.ts == ts)]
             if gone:

@@ -64,8 +64,10 @@ class Engine:
     async def dismiss_message(self, channel: str, ts: str, ref: AskRef | None, *, detail: str) -> None:
         await self.actions.dismiss_message(channel, ts, ref, detail=detail)
 
-    async def learn_message(self, channel: str, ts: str, ref: AskRef) -> None:
-        await self.actions.learn_message(channel, ts, ref)
+    async def learn_message(
+        self, channel: str, ts: str, ref: AskRef, *, bot_id: str | None, app_id: str | None
+    ) -> None:
+        await self.actions.learn_message(channel, ts, ref, bot_id=bot_id, app_id=app_id)
 
     async def dismiss_channel(self, channel: str, *, detail: str) -> None:
         await self.actions.dismiss_channel(channel, detail=detail)

@@ -15,7 +15,7 @@ from bot.engine.actions import Actions
 from bot.engine.endings import Endings
 from bot.engine.room import LEASE_FACTOR, Room, Shared, lease_deadline
 from bot.engine.timers import Timers
-from bot.errors import SlackBusyError, SlackError
+from bot.errors import NotReplicatedError, SlackBusyError, SlackError
 from bot.logs import bind_ask_id
 from bot.metrics import METRICS
 from bot.model import AskRecord, PostedMessage
@@ -28,7 +28,8 @@ __all__ = ["Intake"]
 log = logging.getLogger(__name__)
 
 RECORD_RETRY_S = 1.0
-"""How long the record of a message just posted is retried in place before the message is withdrawn."""
+"""How long the record of a message just posted is retried in place before the message is withdrawn
+(only once Redis takes the withdrawal's mark, and never for a NotReplicatedError: see _record_post)."""
 
 
 class Intake(Room):
@@ -311,20 +312,28 @@ class Intake(Room):
     ) -> str | None:
         """Record the message just posted, retrying through a Redis blip: a live message the ask does
         not know would keep its buttons after the end. Retrying is safe (posted.lua records a message
-        once). Should Redis stay away longer than a blip (RECORD_RETRY_S), the message is withdrawn
-        (chat.delete) rather than left live and unknown while this replica waits, and may die; None
-        says so, and the caller posts again once Redis is back (should this replica die meanwhile, the
-        entry is still pending and another delivers it). Only if Slack will not delete it either does
-        the record go on being retried, while the intake lease lasts.
+        once), and goes on while the intake lease lasts.
+
+        A NotReplicatedError says posted.lua ran on the master (the message is in the record there)
+        and only the replicas' confirmation is missing: the ask waits for a replica, the message is
+        never withdrawn. Any other Redis error for longer than a blip (RECORD_RETRY_S) withdraws the
+        message (``Room.withdraw``: marked withdrawn in the ask's record, then chat.delete) rather
+        than leave it live while this replica waits, and may die; None says so, and the caller posts
+        again once Redis is back. While Redis does not take the mark either, nothing is deleted (a
+        copy deleted unmarked, whose record had landed, would dismiss the ask with its own delete
+        event): the message stays live and its record goes on being retried.
 
         Every attempt is bounded by the lease (a call hung on a half-open link, or a process frozen in
         it, gives up when the lease has run out in Redis too, so a write still in flight then is
-        refused by fencing): a record refused as stale, or cut by the lease's end, is "stale", and
-        the post is withdrawn (``_withdraw_stale``)."""
+        refused by fencing): a record refused as stale, or cut by the lease's end and not found in
+        the record after it, is "stale", and the post is withdrawn (``_withdraw_stale``)."""
         loop = asyncio.get_running_loop()
         delay = 0.05
         withdraw_at = loop.time() + RECORD_RETRY_S
         deadline = lease.until
+        # posted.lua ran on the master (only replicas' confirmation is missing): nothing for fencing to
+        # refuse, so the record may be retried for a whole lease from here, as before fencing.
+        replicated_by = loop.time() + self.lease_ms / 1000
         while True:
             try:
                 async with asyncio.timeout(max(deadline - loop.time(), 0.0)):
@@ -339,45 +348,55 @@ class Intake(Room):
                     )
             except TimeoutError:
                 # The lease ran out with the record unanswered: it landed in time, or it never will.
-                state = await self._landed_in_time(rec, posted, entry)
+                state = await self._landed_in_time(rec, posted, entry, lease)
+            except NotReplicatedError as exc:
+                failure: RedisError = exc
+                state = ""
+                deadline = max(deadline, replicated_by)
             except RedisError as exc:
-                if loop.time() >= withdraw_at and withdraw_at < deadline:
-                    withdraw_at = deadline  # one attempt: then keep retrying the record
-                    try:
-                        await self.slack.delete(posted.channel, posted.ts)
-                    except SlackError as slack_exc:
-                        log.warning("could not withdraw %s of %s: %s", posted.ts, rec.ask_id, slack_exc)
-                    else:
-                        log.warning(
-                            "Redis is away (%s): withdrew message %s of %s; it is posted again later",
-                            exc,
-                            posted.ts,
-                            rec.ask_id,
-                        )
-                        return None
-                if loop.time() + delay > deadline:
-                    state = "stale"  # Redis stayed away for the whole lease
-                else:
+                failure = exc
+                state = ""
+                if loop.time() >= withdraw_at and await self.withdraw(
+                    rec, posted, why=f"{posted.channel}/{posted.ts}: not recorded, Redis is away ({exc})"
+                ):
                     log.warning(
-                        "could not record message %s of %s yet (%s); retrying", posted.ts, rec.ask_id, exc
+                        "Redis is away (%s): withdrew message %s of %s; it is posted again later",
+                        exc,
+                        posted.ts,
+                        rec.ask_id,
+                    )
+                    return None
+            if not state:
+                if loop.time() + delay <= deadline:
+                    log.warning(
+                        "could not record message %s of %s yet (%s); retrying", posted.ts, rec.ask_id, failure
                     )
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 2.0)
                     continue
+                if isinstance(failure, NotReplicatedError):
+                    raise failure  # recorded on the master: the ask waits for a replica, posted
+                # Redis stayed away for the whole lease: whether a record landed, the record says.
+                state = await self._landed_in_time(rec, posted, entry, lease)
             if state == "stale":
                 await self._withdraw_stale(rec, posted, lease)
             return state
 
-    async def _landed_in_time(self, rec: AskRecord, posted: PostedMessage, entry: Entry) -> str:
+    async def _landed_in_time(self, rec: AskRecord, posted: PostedMessage, entry: Entry, lease: Lease) -> str:
         """After a record cut by its lease's end: did it land? A write still on its way is refused
         from now on (its lease has run out in Redis too), so the record decides for good: the message
-        is in it ("ok" or "ended", and the entry is acked), or it never will be ("stale"). Redis is
-        asked for one more lease at most; if it stays away, the post is withdrawn all the same."""
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + self.lease_ms / 1000
-        while loop.time() < give_up:
+        is in it ("ok" or "ended", and the entry is acked), or it never will be ("stale"). Asked until
+        Redis answers (a withdrawal needs Redis for its mark anyway; until then the post stays, as a
+        replica dying here would leave it: learned from Slack's event, or redrawn on a click)."""
+        log.warning(
+            "lease %s on %s ran out before the record of %s answered; the record decides once Redis answers",
+            lease,
+            rec.ask_id,
+            posted.ts,
+        )
+        while True:
             try:
-                async with asyncio.timeout(min(max(give_up - loop.time(), 0.0), 2.0)):
+                async with asyncio.timeout(2.0):
                     loaded = await self.store.load(rec.tag, rec.ask_id)
                     known = loaded is not None and any(
                         (m.channel, m.ts) == (posted.channel, posted.ts) for m in loaded.messages
@@ -385,18 +404,18 @@ class Intake(Room):
                     if known:
                         await self.store.ack(entry.id)
             except (TimeoutError, RedisError):
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.2)
                 continue
             if not known:
                 return "stale"
             assert loaded is not None
             return "ended" if loaded.state == "ended" else "ok"
-        return "stale"
 
     async def _withdraw_stale(self, rec: AskRecord, posted: PostedMessage, lease: Lease) -> None:
         """A post made under a lease that is no longer the current one (this replica froze, or lost
-        Redis, past it): nothing recorded it, another replica holds the ask, and the copy goes. The
-        one place a stale post is withdrawn (issue 25's withdrawn mark goes here)."""
+        Redis, past it): another replica holds the ask, and the copy goes, marked withdrawn first
+        (``Room.withdraw``) so that no event for its delete dismisses the ask; while Redis does not
+        take the mark, it stays (a message Slack tells of is learned, as after a crash)."""
         log.warning(
             "stale lease %s on %s: dropping the delivery and withdrawing its post %s/%s",
             lease,
@@ -404,10 +423,9 @@ class Intake(Room):
             posted.channel,
             posted.ts,
         )
-        try:
-            await self.slack.delete(posted.channel, posted.ts)
-        except SlackError as exc:
-            log.warning("could not withdraw %s of %s: %s", posted.ts, rec.ask_id, exc)
+        await self.withdraw(
+            rec, posted, why=f"{posted.channel}/{posted.ts}: posted under stale lease {lease}"
+        )
 
     async def _deliver(
         self, rec: AskRecord, entry: Entry, lease: Lease, *, deadline: float, channel_token: bool = False

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
+from redis.exceptions import RedisError
+
 from bot.config import Settings
+from bot.errors import NotReplicatedError, SlackError
+from bot.model import AskRecord, PostedMessage
 from bot.slack.gateway import SlackGateway
 from bot.storage.store import LoadedAsk, Store
 
 __all__ = ["LEASE_FACTOR", "LEASE_MARGIN", "Refusal", "Room", "Shared", "lease_deadline"]
+
+log = logging.getLogger(__name__)
 
 LEASE_FACTOR = 2  # an intake lease outlives the delivery window, so a slow Slack never causes a double post
 LEASE_MARGIN = 0.2
@@ -50,3 +57,38 @@ class Room:
         self.store = shared.store
         self.slack = shared.slack
         self.consumer = shared.consumer
+
+    async def withdraw(self, rec: AskRecord, message: PostedMessage, *, why: str) -> bool:
+        """Take one of the bot's own copies of an ask out of Slack: marked withdrawn in the ask's record
+        first (``Store.withdraw``), and only then deleted (``chat.delete``), so neither Slack's event
+        for the delete nor a record or a learned stray arriving late ever takes it for the ask's.
+
+        True once the mark is written (the copy is no longer the ask's, even if Slack then refuses
+        the delete). False when Redis did not take the mark: nothing is deleted, and the copy stays
+        a message of the ask (recorded, it is redrawn at the end), since a copy deleted without its
+        mark could be taken for a person's delete and dismiss the ask. A NotReplicatedError means
+        the mark is on the master, which every replica reads: the copy is deleted."""
+        try:
+            await self.store.withdraw(rec.tag, rec.ask_id, [message], actor=self.consumer, detail=why)
+        except NotReplicatedError:
+            pass
+        except RedisError as exc:
+            log.warning(
+                "could not mark %s/%s of %s withdrawn (%s): it is not deleted",
+                message.channel,
+                message.ts,
+                rec.ask_id,
+                exc,
+            )
+            return False
+        await self.delete_withdrawn(message)
+        return True
+
+    async def delete_withdrawn(self, message: PostedMessage) -> None:
+        """``chat.delete`` of a copy already marked withdrawn (``withdraw``, or ``advance.lua``'s
+        ``moved``). A copy Slack does not delete stays in Slack, outside the record: a click on it
+        still answers the ask (and heals that copy once the ask has ended)."""
+        try:
+            await self.slack.delete(message.channel, message.ts)
+        except SlackError as exc:
+            log.warning("could not delete the withdrawn copy %s/%s: %s", message.channel, message.ts, exc)

@@ -237,9 +237,10 @@ class Timers(Room):
         )
         METRICS.escalations.inc()
         if outcome == "moved":
-            # Another sweeper posted this step first (this one outlived its lease after all): the
-            # copy posted here is in no record, so it goes rather than stay clickable.
-            await self._withdraw(new)
+            # Another sweeper posted this step first (this one outlived its lease after all): advance.lua
+            # marked the copy posted here withdrawn (it is not in the record), so it goes rather than
+            # stay clickable, and its delete event dismisses nothing.
+            await self.delete_withdrawn(new)
             return True
         if outcome == "ended":
             fresh = await self.store.load(rec.tag, rec.ask_id)
@@ -264,12 +265,6 @@ class Timers(Room):
             except SlackError as exc:
                 log.info("could not note the escalation on %s/%s: %s", earlier.channel, earlier.ts, exc)
         return True
-
-    async def _withdraw(self, message: PostedMessage) -> None:
-        try:
-            await self.slack.delete(message.channel, message.ts)
-        except SlackError as exc:
-            log.warning("could not delete the duplicate %s/%s: %s", message.channel, message.ts, exc)
 
     async def _remind(self, loaded: LoadedAsk, reminders: int, now_ms: int, deadline: float | None) -> bool:
         """Post reminder ``reminders + 1``; False when Slack's rate limit left no time for it."""

@@ -487,6 +487,16 @@ class SlackGateway:
         self._groups[group] = (now, members)
         return members
 
+    async def is_own_message(self, *, bot_id: str | None, app_id: str | None) -> bool:
+        """Whether a message Slack told of was posted by this bot: its ``bot_id`` (or ``app_id``) is
+        the one ``auth.test`` gave (asked again when it has not answered yet). False when Slack cannot
+        tell: a message is taken for the bot's own only when it is known to be."""
+        if self.identity is None:
+            await self.bot_user_id()  # auth.test, should it not have answered at start
+        own = self.identity or {}
+        own_bot, own_app = own.get("bot_id"), own.get("app_id")
+        return bool((bot_id and bot_id == own_bot) or (app_id and app_id == own_app))
+
     async def bot_user_id(self) -> str | None:
         if self._bot_user_id is None:
             try:

@@ -17,11 +17,16 @@ Per-ask keys, all in the hash slot of the ask's ``reply_to`` (protocol section 1
 script can change the ask's state and push its result atomically, on Redis Cluster too:
 
 ==============================  ======  ===========================================================
-``P:{tag}:ask:<ask_id>``        hash    record, state, messages, votes (vote.lua), result
+``P:{tag}:ask:<ask_id>``        hash    record, state, messages, withdrawn messages, votes, result
 ``P:{tag}:audit:<ask_id>``      list    audit trail (JSON entries, capped)
 ``P:{tag}:cancel:<ask_id>``     string  a cancel that arrived before its ask (reason)
 ``reply_to``                    list    the agent's reply list (named by the agent)
 ==============================  ======  ===========================================================
+
+The ask hash's ``withdrawn`` field lists (``"<channel> <ts>"``) the copies the bot deleted from Slack
+itself; each is marked there (``withdraw.lua``, or ``advance.lua`` for a losing escalation copy) before
+its ``chat.delete`` is sent, and is never one of the ask's ``msgs`` again, so Slack's event for that
+delete dismisses nothing.
 
 Every key has a bounded lifetime: per-ask keys expire ``retention`` after the ask ends (or after
 its maximum pending life), ``P:id:*`` likewise; streams are trimmed or drained.

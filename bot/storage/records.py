@@ -49,6 +49,12 @@ def _votes(stored: str | None) -> list[ResultVote]:
     ]
 
 
+def _withdrawn(raw: Any) -> frozenset[tuple[str, str]]:
+    """The ask hash's ``withdrawn`` field (``"<channel> <ts>"`` each, see withdraw.lua) as pairs."""
+    ids = json.loads(_s(raw)) if raw else []
+    return frozenset((channel, ts) for channel, _, ts in (str(i).partition(" ") for i in ids))
+
+
 def _stored_result(key: str, text: str | None) -> StoredResult | None:
     if not text:
         return None
@@ -173,6 +179,8 @@ class LoadedAsk:
     finalized: bool
     votes: list[ResultVote] | None = None
     """Approval asks: the votes so far, as the result will show them (None without approval)."""
+    withdrawn: frozenset[tuple[str, str]] = frozenset()
+    """``(channel, ts)`` of the copies the bot withdrew (``Store.withdraw``): never among ``messages``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ SCRIPT_NAMES = (
     "resolve",
     "schedule_in",
     "vote",
+    "withdraw",
 )
 
 

@@ -30,6 +30,7 @@ from bot.storage.records import (
     _s,
     _stored_result,
     _votes,
+    _withdrawn,
     iso_ms,
 )
 from bot.storage.stream import IntakeStream
@@ -169,22 +170,14 @@ class Store(IntakeStream):
             self._script(
                 "posted",
                 [k.ask, k.audit],
-                [
-                    actor,
-                    payload,
-                    event,
-                    "" if step is None else str(step),
-                    detail,
-                    "1" if stray else "0",
-                    lease.owner if lease is not None else "",
-                    lease.token if lease is not None else "",
-                ],
+                [actor, payload, event, "" if step is None else str(step), detail, "1" if stray else "0"]
+                + ([lease.owner, lease.token] if lease is not None else ["", ""]),
             )
         )
         replies = await self._run(steps)
         state = _s(replies[at][0])
-        if state == "stale":
-            return state  # fenced: the entry is the current holder's to ack
+        if state in ("stale", "withdrawn"):
+            return state  # fenced (the entry is the current holder's to ack), or nothing recorded
         if ack_entry is not None:
             # After the record, not in its round trip: a stale delivery must leave the entry pending
             # for the replica that holds the ask now (the stream is in another slot than the ask).
@@ -218,6 +211,17 @@ class Store(IntakeStream):
             # finalize may already have removed) must be there until it is redrawn.
             await self.schedule_in(ask_id, tag, 0)
         return verdict
+
+    async def withdraw(
+        self, tag: str, ask_id: str, messages: Sequence[PostedMessage], *, actor: str, detail: str
+    ) -> str:
+        """Mark ``messages`` withdrawn (``withdraw.lua``): taken out of the ask's messages, and never
+        recorded again nor taken for the ask's by a delete event. The bot calls this before it deletes
+        a copy of its own from Slack, never after. ``ok``, or ``missing`` when the ask is gone."""
+        k = self.ask_keys(tag, ask_id)
+        payload = json.dumps([{"channel": m.channel, "ts": m.ts} for m in messages])
+        [reply] = await self._run([self._script("withdraw", [k.ask, k.audit], [payload, actor, detail])])
+        return _s(reply[0])
 
     async def schedule_in(self, ask_id: str, tag: str, delay_ms: int) -> None:
         """A timer ``delay_ms`` from now in Redis time, unless an earlier one is set."""
@@ -401,13 +405,15 @@ class Store(IntakeStream):
             return
         keys = [self.ask_keys(tag, ask_id).ask for ask_id, tag in asks]
         raws = await self._run(
-            [lambda pipe, key=key: pipe.hget(key, "msgs") for key in keys],  # type: ignore[misc]
+            [lambda pipe, key=key: pipe.hmget(key, ["msgs", "withdrawn"]) for key in keys],  # type: ignore[misc]
             confirm=False,
         )
         steps: list[Step] = []
-        for (ask_id, tag), raw in zip(asks, raws, strict=True):
+        for (ask_id, tag), (msgs, withdrawn) in zip(asks, raws, strict=True):
             member = due_member(ask_id, tag)
-            channels = {str(m.get("channel")) for m in json.loads(_s(raw) if raw else "[]") or []}
+            channels = {str(m.get("channel")) for m in json.loads(_s(msgs) if msgs else "[]") or []}
+            # A withdrawn copy's channel was tracked when it was posted, too.
+            channels |= {channel for channel, _ in _withdrawn(withdrawn)}
             for channel in sorted(channels):
                 key = self.keys.channel(channel)
                 steps.append(lambda pipe, key=key, member=member: pipe.srem(key, member))  # type: ignore[misc]
@@ -487,6 +493,7 @@ class Store(IntakeStream):
             resolved_ms=int(h["resolved_ms"]) if h.get("resolved_ms") else None,
             finalized=h.get("finalized") == "1",
             votes=_votes(h.get("votes")) if record.approval is not None else None,
+            withdrawn=_withdrawn(h.get("withdrawn")),
         )
 
     # -- timers ----------------------------------------------------------------------------

@@ -99,3 +99,41 @@ local function write_result(keys, now, outcome, prefix, votes, actor, retention,
   if undelivered ~= '' then audit(keys[2], now, 'not_pushed', '', undelivered, retention) end
   return {'won', result, redis.call('HGET', keys[1], 'msgs'), undelivered}
 end
+
+-- Withdrawn messages: copies of the ask the bot deletes from Slack itself (a sweeper's losing
+-- escalation copy, a post whose record Redis kept away). The ask hash's 'withdrawn' field lists
+-- them as "<channel> <ts>"; a withdrawn message is never one of the ask's messages again (posted.lua
+-- and advance.lua skip it), so the event Slack sends for the bot's own chat.delete dismisses nothing.
+-- `raw` is that field (nil when nothing was withdrawn); returns the set of its ids.
+local function withdrawn_set(raw)
+  local set = {}
+  if raw then
+    for _, id in ipairs(cjson.decode(raw)) do set[id] = true end
+  end
+  return set
+end
+
+-- Mark the messages `gone` (a list of {channel, ts}) withdrawn in the ask hash `key` and take them
+-- out of its messages, in the caller's atomic step. The bot deletes them from Slack only after this
+-- step has run (bot.engine.room.Room.withdraw).
+local function withdraw(key, gone)
+  local f = redis.call('HMGET', key, 'msgs', 'withdrawn')
+  local ids = {}
+  if f[2] then ids = cjson.decode(f[2]) end
+  local set = withdrawn_set(f[2])
+  for _, m in ipairs(gone) do
+    local id = m.channel .. ' ' .. m.ts
+    if not set[id] then
+      table.insert(ids, id)
+      set[id] = true
+    end
+  end
+  local kept = {}
+  for _, m in ipairs(cjson.decode(f[1] or '[]')) do
+    if not set[m.channel .. ' ' .. m.ts] then table.insert(kept, m) end
+  end
+  -- cjson encodes an empty table as {}; ids is never empty here when `gone` was not.
+  local msgs = '[]'
+  if #kept > 0 then msgs = cjson.encode(kept) end
+  redis.call('HSET', key, 'msgs', msgs, 'withdrawn', cjson.encode(ids))
+end

@@ -5,23 +5,37 @@
 -- messages to record (may be '[]'), ARGV[4] event, ARGV[5] actor, ARGV[6] detail
 -- Returns {'ok'} | {'ended'} | {'moved', current} | {'missing'}
 local now = now_ms()
-local f = redis.call('HMGET', KEYS[1], 'state', ARGV[1], 'msgs')
+local f = redis.call('HMGET', KEYS[1], 'state', ARGV[1], 'msgs', 'withdrawn')
 if not f[1] then return {'missing'} end
--- Every message posted is recorded, whatever the verdict: one posted while the ask ended, or a
--- second copy of a step another sweeper also posted, is redrawn with the others until done.
 local new = cjson.decode(ARGV[3])
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then ttl = 86400000 end
+if f[1] ~= 'ended' and tostring(f[2]) ~= ARGV[2] then
+  -- Another sweeper posted this step first: the copy posted here is withdrawn in this same step
+  -- (never a live member of the record), and only then deleted by the caller, so Slack's event for
+  -- that delete finds no message of the ask to dismiss it with.
+  if #new > 0 then
+    withdraw(KEYS[1], new)
+    audit(KEYS[2], now, 'withdrawn', ARGV[5], 'a copy of step ' .. (tonumber(ARGV[2]) + 1) ..
+      ' another sweeper posted first', ttl)
+  end
+  return {'moved', tostring(f[2])}
+end
+-- Every other message posted is recorded: one posted while the ask ended is redrawn with the
+-- others until done. Idempotent on (channel, ts); a withdrawn message is never recorded again.
 if #new > 0 then
   local msgs = cjson.decode(f[3])
-  for _, m in ipairs(new) do table.insert(msgs, m) end
-  redis.call('HSET', KEYS[1], 'msgs', cjson.encode(msgs))
+  local skip = withdrawn_set(f[4])
+  for _, m in ipairs(msgs) do skip[m.channel .. ' ' .. m.ts] = true end
+  for _, m in ipairs(new) do
+    if not skip[m.channel .. ' ' .. m.ts] then table.insert(msgs, m) end
+  end
+  if #msgs > 0 then redis.call('HSET', KEYS[1], 'msgs', cjson.encode(msgs)) end
 end
 if f[1] == 'ended' then
   if #new > 0 then redis.call('HSET', KEYS[1], 'finalized', 0) end
   return {'ended'}
 end
-if tostring(f[2]) ~= ARGV[2] then return {'moved', tostring(f[2])} end
 redis.call('HSET', KEYS[1], ARGV[1], tonumber(ARGV[2]) + 1)
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl < 0 then ttl = 86400000 end
 audit(KEYS[2], now, ARGV[4], ARGV[5], ARGV[6], ttl)
 return {'ok'}

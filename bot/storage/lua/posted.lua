@@ -5,28 +5,44 @@
 -- the bot learned of (not the delivery's own), recorded without touching the state or the lease,
 -- ARGV[7] lease owner and ARGV[8] lease token of the delivery that posted it ('' = not leased)
 -- Returns {'ok', state_before} or {'ended', ''} (the ask ended meanwhile: the caller must turn the
--- new messages into ended messages at once), {'missing', ''}, or {'stale', holder}: the delivery's
--- lease is no longer the current one (fenced: nothing recorded; the caller withdraws its post).
+-- new messages into ended messages at once), {'withdrawn', ''} (every message given was withdrawn:
+-- nothing changed), {'missing', ''}, or {'stale', holder}: the delivery's lease is no longer the
+-- current one (fenced: nothing recorded; the caller withdraws its post).
 local now = now_ms()
-local state = redis.call('HGET', KEYS[1], 'state')
+local f = redis.call('HMGET', KEYS[1], 'state', 'msgs', 'withdrawn')
+local state = f[1]
 if not state then return {'missing', ''} end
-local msgs = cjson.decode(redis.call('HGET', KEYS[1], 'msgs'))
+local msgs = cjson.decode(f[2])
+-- A message the bot withdrew (withdraw.lua, advance.lua) is never the ask's again, whoever records
+-- it: a retried record, or a stray learned from Slack's event just as the bot deleted it.
+local withdrawn = withdrawn_set(f[3])
+local new = cjson.decode(ARGV[2])
+local live = 0
 -- Idempotent on (channel, ts): a call retried after a lost reply records each message once.
 local known = {}
 for _, m in ipairs(msgs) do known[m.channel .. ' ' .. m.ts] = true end
 local added = 0
-for _, m in ipairs(cjson.decode(ARGV[2])) do
-  if not known[m.channel .. ' ' .. m.ts] then
-    table.insert(msgs, m)
-    known[m.channel .. ' ' .. m.ts] = true
-    added = added + 1
+for _, m in ipairs(new) do
+  local id = m.channel .. ' ' .. m.ts
+  if not withdrawn[id] then
+    live = live + 1
+    if not known[id] then
+      table.insert(msgs, m)
+      known[id] = true
+      added = added + 1
+    end
   end
 end
--- A retry of a record that landed (its reply lost) is no new change: it needs no live lease.
+if #new > 0 and live == 0 then return {'withdrawn', ''} end
+-- A retry of a record that landed (its reply lost) is no new change: it needs no live lease. A
+-- message already known while the ask is still `accepted` was learned of as a stray (this delivery
+-- froze before recording it): marking the ask posted is a change, fenced like any other.
 local lease = ''
 if (ARGV[8] or '') ~= '' then lease = ARGV[7] .. '#' .. ARGV[8] end
 local holder = nil
-if added > 0 then holder = stale_lease(KEYS[1], now, ARGV[7], ARGV[8]) end
+if added > 0 or (state == 'accepted' and ARGV[6] ~= '1') then
+  holder = stale_lease(KEYS[1], now, ARGV[7], ARGV[8])
+end
 if holder then
   local ttl0 = redis.call('PTTL', KEYS[1])
   if ttl0 < 0 then ttl0 = 86400000 end
