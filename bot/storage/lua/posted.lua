@@ -21,7 +21,6 @@ local live = 0
 -- Idempotent on (channel, ts): a call retried after a lost reply records each message once.
 local known = {}
 for _, m in ipairs(msgs) do known[m.channel .. ' ' .. m.ts] = true end
-local added = 0
 for _, m in ipairs(new) do
   local id = m.channel .. ' ' .. m.ts
   if not withdrawn[id] then
@@ -29,20 +28,17 @@ for _, m in ipairs(new) do
     if not known[id] then
       table.insert(msgs, m)
       known[id] = true
-      added = added + 1
     end
   end
 end
 if #new > 0 and live == 0 then return {'withdrawn', ''} end
--- A retry of a record that landed (its reply lost) is no new change: it needs no live lease. A
--- message already known while the ask is still `accepted` was learned of as a stray (this delivery
--- froze before recording it): marking the ask posted is a change, fenced like any other.
+-- Fenced, even when the message is known already: learned as a stray from Slack's event while this
+-- delivery was frozen, it may be the ask's second copy now. (A retry of this lease's own record,
+-- its reply lost, passes: posted set lease_until 0 and nobody takes over a posted ask.)
 local lease = ''
 if (ARGV[8] or '') ~= '' then lease = ARGV[7] .. '#' .. ARGV[8] end
 local holder = nil
-if added > 0 or (state == 'accepted' and ARGV[6] ~= '1') then
-  holder = stale_lease(KEYS[1], now, ARGV[7], ARGV[8])
-end
+if ARGV[6] ~= '1' then holder = stale_lease(KEYS[1], now, ARGV[7], ARGV[8]) end
 if holder then
   local ttl0 = redis.call('PTTL', KEYS[1])
   if ttl0 < 0 then ttl0 = 86400000 end
