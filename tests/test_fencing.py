@@ -186,12 +186,14 @@ async def test_a_pause_inside_the_post_hands_the_delivery_back_instead_of_ending
     # Delivery window 1.5 s, so the lease is 3 s. The replica freezes 0.05 s into its post, for
     # longer than the lease; Slack's answer (a 500) is read after the pause. That is no reason to end
     # the ask `unavailable`: the delivery is handed back, and the ask is posted once it is taken again.
-    harness.fake.method_latency["chat.postMessage"] = 0.3
+    harness.fake.method_latency["chat.postMessage"] = 0.5  # Slack's answer (a 500) takes 0.5 s
     harness.fake.fail_next("chat.postMessage", status=500)
     env = harness.envelope(DEPLOY)
+    key = f"{harness.prefix}:{{{slot_tag(env['reply_to'])}}}:ask:{env['ask_id']}"
     await harness.send(env)
-    await harness.fake.wait_for(lambda: harness.fake.find_calls("chat.postMessage") or None, what="a post")
-    _freeze_loop_soon(3.5)
+    while await harness.redis.hget(key, "state") != b"accepted":  # noqa: ASYNC110 - the accept
+        await asyncio.sleep(0.01)
+    _freeze_loop_soon(3.5)  # 50 ms on: inside the post
     [message] = await harness.posted(timeout=15)
     await harness.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:0")
     assert (await harness.result(env["reply_to"]))["outcome"] == "answered"
