@@ -109,6 +109,22 @@ async def test_a_write_that_lands_after_its_lease_ran_out_is_refused(store: Stor
     assert await store.posted(rec.tag, rec.ask_id, [message], actor="c1", lease=lease) == "stale"
 
 
+async def test_a_frozen_delivery_s_copy_learned_as_a_stray_is_still_refused_to_it(
+    store: Store, reply_to: str
+) -> None:
+    # c1's post landed and c1 froze before recording it; Slack's event got the copy learned (a stray),
+    # and c2 took the ask over. Resumed, c1's record of that very message must not mark the ask posted.
+    rec = _record(reply_to)
+    old = await _accept(store, rec, "c1", lease_ms=1, entry="1-0")
+    message = PostedMessage(channel="C1", ts="1.1")
+    assert await store.posted(rec.tag, rec.ask_id, [message], actor="c3", event="learned", stray=True) == "ok"
+    await _redis_time_passes(store, 1)
+    await _accept(store, rec, "c2", lease_ms=30_000, entry="1-0")
+    assert await store.posted(rec.tag, rec.ask_id, [message], actor="c1", lease=old) == "stale"
+    loaded = await store.load(rec.tag, rec.ask_id)
+    assert loaded is not None and loaded.state == "accepted"
+
+
 async def test_a_takeover_by_a_replica_of_the_previous_version_fences_the_new_one_out(
     store: Store, redis: Redis, reply_to: str
 ) -> None:

@@ -150,6 +150,8 @@ class Vote:
     option: int
     result_prefix: str
     """The result should this vote decide (the usual single-question result for ``option``)."""
+    replica: str = ""
+    """The replica counting the vote: the audit names it."""
 
 
 @dataclass(frozen=True, slots=True)

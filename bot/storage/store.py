@@ -316,6 +316,7 @@ class Store(IntakeStream):
                         "1" if vote.option in record.approval.veto else "0",
                         vote.result_prefix,
                         self.retention_ms,
+                        vote.replica,
                     ],
                 ),
             ]
