@@ -490,6 +490,12 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str, m
                     record = await agent.hgetall(f"{prefix}:{{{tag}}}:ask:{ask.env['ask_id']}")
                     audit = await agent.lrange(f"{prefix}:{{{tag}}}:audit:{ask.env['ask_id']}", 0, -1)
                     print(f"live {ts}: {ask.kind} {record.get(b'msgs')} {record.get(b'finalized')} {audit}")
+            for ask_id in two_copies:  # what the record says about an ask left with two live copies
+                plan = next(p for p in plans if p.env["ask_id"] == ask_id)
+                where = f"{prefix}:{{{plan.env['reply_to']}}}"
+                audit = await agent.lrange(f"{where}:audit:{ask_id}", 0, -1)
+                msgs = await agent.hget(f"{where}:ask:{ask_id}", "msgs")
+                print(f"two copies {ask_id} {plan.kind} msgs={msgs!r} audit={[json.loads(a) for a in audit]}")
             for problem in problems:
                 print(f"problem {problem.kind} {problem.key}: {problem.detail}")
                 stale = next((p for p in plans if p.env["ask_id"] in problem.detail), None)

@@ -112,17 +112,38 @@ async def test_a_write_that_lands_after_its_lease_ran_out_is_refused(store: Stor
 async def test_a_frozen_delivery_s_copy_learned_as_a_stray_is_still_refused_to_it(
     store: Store, reply_to: str
 ) -> None:
-    # c1's post landed and c1 froze before recording it; Slack's event got the copy learned (a stray),
-    # and c2 took the ask over. Resumed, c1's record of that very message must not mark the ask posted.
+    # c1's post landed and c1 froze before recording it; c2 took the ask over (and posts its own copy),
+    # then Slack's event got c1's copy learned (a stray). Resumed, c1's record of that very message
+    # must not mark the ask posted: c1's copy goes, c2's carries the ask.
+    rec = _record(reply_to)
+    old = await _accept(store, rec, "c1", lease_ms=1, entry="1-0")
+    await _redis_time_passes(store, 1)
+    await _accept(store, rec, "c2", lease_ms=30_000, entry="1-0")
+    message = PostedMessage(channel="C1", ts="1.1")
+    assert await store.posted(rec.tag, rec.ask_id, [message], actor="c3", event="learned", stray=True) == "ok"
+    assert await store.posted(rec.tag, rec.ask_id, [message], actor="c1", lease=old) == "stale"
+    loaded = await store.load(rec.tag, rec.ask_id)
+    assert loaded is not None and loaded.state == "accepted"
+
+
+async def test_a_takeover_adopts_a_live_copy_an_earlier_delivery_posted_instead_of_posting_again(
+    store: Store, reply_to: str
+) -> None:
+    # c1 froze inside its post and never read Slack's answer (its call is handed back: it cannot
+    # withdraw what it never saw); Slack's event got the copy learned. The next holder posts no second copy.
     rec = _record(reply_to)
     old = await _accept(store, rec, "c1", lease_ms=1, entry="1-0")
     message = PostedMessage(channel="C1", ts="1.1")
     assert await store.posted(rec.tag, rec.ask_id, [message], actor="c3", event="learned", stray=True) == "ok"
     await _redis_time_passes(store, 1)
-    await _accept(store, rec, "c2", lease_ms=30_000, entry="1-0")
-    assert await store.posted(rec.tag, rec.ask_id, [message], actor="c1", lease=old) == "stale"
+    verdict = await store.accept(
+        rec, consumer="c2", lease_ms=30_000, pending_ttl_ms=120_000, entry_id="1-0", schedule_at_ms=None
+    )
+    assert (verdict.verdict, verdict.detail) == ("posted", "adopted")
     loaded = await store.load(rec.tag, rec.ask_id)
-    assert loaded is not None and loaded.state == "accepted"
+    assert loaded is not None and loaded.state == "posted" and loaded.messages == [message]
+    # Should c1 read Slack's answer after all, its record of that copy lands (nothing to withdraw).
+    assert await store.posted(rec.tag, rec.ask_id, [message], actor="c1", lease=old) == "ok"
 
 
 async def test_a_takeover_by_a_replica_of_the_previous_version_fences_the_new_one_out(

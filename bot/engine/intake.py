@@ -145,6 +145,9 @@ class Intake(Room):
         if verdict.verdict == "posted":
             METRICS.asks.labels(result="duplicate").inc()
             await self.store.ack(entry.id)
+            if verdict.detail == "adopted" and isinstance(built, AskRecord):
+                # The copy an earlier delivery posted is the ask's: its timers, as after a post.
+                await self.timers.schedule_next(rec, step=0, reminders=0)
             return
         if verdict.verdict == "busy":
             # Another live replica holds the lease; reclaim brings it back if that one dies. Finding

@@ -8,7 +8,8 @@
 --   {'post', tries}      this consumer holds the lease and must post to Slack
 --   {'busy', ms}         another consumer (or, for a duplicate entry, anyone) holds a live lease for
 --                        ms more: leave the entry pending
---   {'posted', ''}       already posted: just ack
+--   {'posted', why}      already posted: just ack ('adopted': a takeover found a live copy an
+--                        earlier delivery posted in the record, and made it the ask's post)
 --   {'ended', result, entry} already ended: the stored result (empty for an entry added before the
 --                        end) and the entry that carried the ask
 --   {'cancel', reason}   a cancel arrived first: end it as cancelled now
@@ -44,6 +45,17 @@ if state then
   -- a stable consumer name has nothing in flight): it takes the ask over at once.
   if lease > now and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[4] then
     return {'busy', tostring(lease - now)}
+  end
+  local dl = tonumber(redis.call('HGET', KEYS[1], 'deadline_ms') or '0') or 0
+  local known = redis.call('HGET', KEYS[1], 'msgs')
+  if known and known ~= '[]' and not (dl > 0 and now >= dl) then
+    -- A copy an earlier delivery posted is live and in the record (learned from Slack's event: its
+    -- replica froze or died before it read Slack's answer): that copy is the ask's post, and it is
+    -- not made again. The earlier lease stays the current one (so its late record still lands).
+    redis.call('HSET', KEYS[1], 'state', 'posted', 'lease_until', 0)
+    audit(KEYS[2], now, 'adopted', ARGV[4], 'the copy an earlier delivery posted carries the ask',
+      tonumber(ARGV[6]), ARGV[4], '')
+    return {'posted', 'adopted'}
   end
   local tries = redis.call('HINCRBY', KEYS[1], 'tries', 1)
   redis.call('HSET', KEYS[1], 'owner', ARGV[4], 'lease_until', now + tonumber(ARGV[5]))
