@@ -2,6 +2,10 @@
 SIGKILLed every few seconds, the fake Slack failing a quarter of its calls (5xx with JSON and with
 plain-text bodies, and 429 windows), and one Redis restart (its own redis-server with AOF).
 
+The pause mode (issue 24) freezes replicas instead (SIGSTOP past their leases, then SIGCONT): some
+inside a held chat.postMessage reply, some right after a click routed to them, some at a deadline;
+afterwards no ask also has two live copies in the channel.
+
 Afterwards every ask has exactly one result, consistent with what happened to it; no message of an
 ended ask is still interactive; the invariant check is clean. Seeded (``SLACK_ASK_CHAOS_SEED``,
 printed) and bounded (about 2 minutes); it prints its figures on one line."""
@@ -52,6 +56,7 @@ class Plan:
     cancel_after_s: float | None = None
     clicked: set[str] = field(default_factory=set)
     cancel_sent: bool = False
+    sent_at: float = 0.0
 
 
 @dataclass
@@ -62,6 +67,7 @@ class Faults:
     on: bool = True
     rate_limited_until: float = 0.0
     counts: Counter[str] = field(default_factory=Counter)
+    on_post: Callable[[web.Request], None] | None = None  # the pause mode's eye on held posts
 
     @web.middleware
     async def middleware(
@@ -85,7 +91,96 @@ class Faults:
             return web.Response(
                 text="<html><body>upstream error</body></html>", status=status, content_type="text/html"
             )
+        if self.on_post is not None and method == "chat.postMessage":
+            self.on_post(request)
         return await handler(request)
+
+
+# -- the pause mode (issue 24) ------------------------------------------------------------------
+
+PAUSE_S = (8.5, 12.5)  # longer than every lease: intake's 6 s, the timer's 2 s, the reclaim's 1.5 s
+
+
+@dataclass
+class Pauses:
+    """SIGSTOP and SIGCONT for the replicas, and the moments the pauser aims at: a replica whose
+    chat.postMessage reply the fake Slack holds (found through the request's source port), a replica
+    a click was just routed to, and an ask's deadline."""
+
+    bots: list[BotProc]
+    rng: random.Random
+    paused: set[int] = field(default_factory=set)  # pids
+    count: Counter[str] = field(default_factory=Counter)
+    aim: str | None = None  # "reply" or "click": pause the next replica seen doing that
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def live(self) -> list[BotProc]:
+        return [b for b in self.bots if b.alive and b.proc is not None and b.proc.pid not in self.paused]
+
+    def pause(self, bot: BotProc, why: str) -> None:
+        """Freeze ``bot`` for a while (never the last live replica), then let it go on."""
+        if bot.proc is None or bot.proc.pid in self.paused or len(self.live()) < 2:
+            return
+        pid = bot.proc.pid
+        os.kill(pid, signal.SIGSTOP)
+        self.paused.add(pid)
+        self.count[why] += 1
+        task = asyncio.create_task(self._resume_later(pid, self.rng.uniform(*PAUSE_S)))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _resume_later(self, pid: int, after_s: float) -> None:
+        try:
+            await asyncio.sleep(after_s)
+        finally:
+            self.resume(pid)
+
+    def resume(self, pid: int) -> None:
+        if pid in self.paused:
+            self.paused.discard(pid)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+    def resume_all(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+        for pid in list(self.paused):
+            self.resume(pid)
+
+    def bot_on_port(self, peer_port: int) -> BotProc | None:
+        """The replica whose socket has local port ``peer_port`` (/proc/net/tcp and its fds)."""
+        inode = _socket_inode(peer_port)
+        for bot in self.bots:
+            if inode is not None and bot.proc is not None and inode in _socket_inodes(bot.proc.pid):
+                return bot
+        return None
+
+    def seen(self, what: str, bot: BotProc | None) -> None:
+        """A replica is doing ``what`` now: paused 50 ms later when the pauser aims at it."""
+        if bot is not None and self.aim == what:
+            self.aim = None
+            asyncio.get_running_loop().call_later(0.05, self.pause, bot, what)
+
+
+def _socket_inode(port: int) -> str | None:
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    return fields[9]
+    return None
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    found: set[str] = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    found.add(target[8:-1])
+    return found
 
 
 def _seed() -> int:
@@ -138,10 +233,11 @@ async def _retrying(call: Callable[[], Awaitable[Any]], *, attempts: int = 120) 
 
 
 @pytest.mark.timeout(240)  # bounded by design to about 70 s; the margin is for a loaded CI machine
-async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str) -> None:
+@pytest.mark.parametrize("mode", ["kills", "pauses"])
+async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str, mode: str) -> None:
     seed = _seed()
     rng = random.Random(seed)
-    print(f"\nchaos seed={seed} asks={ASKS}")
+    print(f"\nchaos seed={seed} asks={ASKS} mode={mode}")
     faults = Faults(random.Random(seed + 1))
     fake = FakeSlack.with_demo_workspace(signing_secret=SIGNING_SECRET)
     fake.app.middlewares.append(faults.middleware)
@@ -170,10 +266,11 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str) -
             bot.start()
         kills = 0
         stop_chaos = asyncio.Event()
+        pauses = Pauses(bots, random.Random(seed + 2))
 
-        def live_port() -> int | None:
-            alive = [b for b in bots if b.alive]
-            return rng.choice(alive).port if alive else None
+        def live_bot() -> BotProc | None:
+            alive = pauses.live()  # a load balancer's health check leaves frozen replicas out
+            return rng.choice(alive) if alive else None
 
         # A load balancer in front of the replicas, as in a real deployment: each request (a click,
         # an event) goes to a live replica, and to another when that one refuses the connection.
@@ -185,17 +282,25 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str) -
                 k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")
             }
             for _ in range(20):
-                port = live_port()
-                if port is not None:
+                target = live_bot()
+                if target is not None:
+                    if mode == "pauses" and b"payload=" in body:
+                        pauses.seen("click", target)  # frozen 50 ms into handling this click
                     try:
                         async with lb_session.post(
-                            f"http://127.0.0.1:{port}/slack/events", data=body, headers=headers
+                            f"http://127.0.0.1:{target.port}/slack/events",
+                            data=body,
+                            headers=headers,
+                            # Slack waits 3 s for an answer; a replica frozen meanwhile gets no retry.
+                            timeout=aiohttp.ClientTimeout(total=3 if mode == "pauses" else None),
                         ) as answer:
                             return web.Response(
                                 body=await answer.read(),
                                 status=answer.status,
                                 content_type=answer.content_type,
                             )
+                    except TimeoutError:
+                        return web.Response(status=504)
                     except aiohttp.ClientError:
                         pass
                 await asyncio.sleep(0.2)
@@ -249,6 +354,48 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str) -
                 await asyncio.sleep(rng.uniform(0.3, 1.5))
                 victim.start()
 
+        async def pauser() -> None:
+            """The pause mode's faults: a replica frozen past its leases every few seconds, aimed at
+            a held chat.postMessage reply, a click just routed to it, an ask's deadline, or nothing."""
+            prng = pauses.rng
+
+            def on_post(request: web.Request) -> None:
+                if pauses.aim == "reply":
+                    peer = request.transport.get_extra_info("peername") if request.transport else None
+                    pauses.seen("reply", pauses.bot_on_port(int(peer[1])) if peer else None)
+
+            faults.on_post = on_post
+            while not stop_chaos.is_set():
+                await asyncio.sleep(prng.uniform(2.5, 4.5))
+                if stop_chaos.is_set():
+                    return
+                kind = prng.choice(["reply", "reply", "click", "deadline", "any"])
+                if kind in ("reply", "click"):
+                    if kind == "reply":
+                        fake.reply_latency["chat.postMessage"] = 1.5  # Slack holds its answers
+                    pauses.aim = kind
+                    for _ in range(30):  # aimed for up to 3 s, else it lands on nothing in particular
+                        await asyncio.sleep(0.1)
+                        if pauses.aim is None:
+                            break
+                    pauses.aim = None
+                    await asyncio.sleep(0.2)
+                    fake.reply_latency.pop("chat.postMessage", None)
+                    continue
+                if kind == "deadline":
+                    now = time.monotonic()
+                    due = [
+                        p.sent_at + p.env["timeout_ms"] / 1000 - now
+                        for p in plans
+                        if p.kind == "timeout" and p.sent_at
+                    ]
+                    soon = [d for d in due if 0 < d < 4]
+                    if soon:
+                        await asyncio.sleep(min(soon))
+                victim = live_bot()
+                if victim is not None:
+                    pauses.pause(victim, kind)
+
         async def slack_weather() -> None:
             while not stop_chaos.is_set():
                 await asyncio.sleep(rng.uniform(6, 10))
@@ -262,11 +409,13 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str) -
             await loop.run_in_executor(None, server.start)
 
         workers: list[asyncio.Task[None]] = []
-        chaos = [asyncio.create_task(killer()), asyncio.create_task(slack_weather())]
+        faulter = killer() if mode == "kills" else pauser()
+        chaos = [asyncio.create_task(faulter), asyncio.create_task(slack_weather())]
         restart = asyncio.create_task(redis_restart())
         try:
             for plan in plans:
                 await _retrying(lambda plan=plan: agent.xadd(f"{prefix}:asks", {"ask": json.dumps(plan.env)}))
+                plan.sent_at = time.monotonic()
                 for person, option in plan.clickers:
                     workers.append(asyncio.create_task(click(plan, person, option)))
                 if plan.cancel_after_s is not None:
@@ -276,6 +425,8 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str) -
             await asyncio.sleep(5)  # chaos goes on a little after the last ask
             stop_chaos.set()
             await asyncio.gather(*chaos)
+            pauses.resume_all()
+            fake.reply_latency.clear()
             faults.on = False
             for bot in bots:
                 if not bot.alive:
@@ -316,10 +467,15 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str) -
 
             missing = [a for a, r in results.items() if not r]
             doubled = [a for a, r in results.items() if len(r) > 1]
+            # A crash can leave two copies of an ask (both redrawn); a pause never may: the frozen
+            # replica's copy is withdrawn when it resumes (fenced).
+            copies = _live_copies(fake, plans)
+            two_copies = [a for a, n in copies.items() if n > 1] if mode == "pauses" else []
             wrong = [f"{p.kind} {p.env['ask_id']}: {w}" for p in plans if (w := _inconsistent(p, results))]
             outcomes = Counter(r[0]["outcome"] for r in results.values() if r)
             print(
-                f"chaos seed={seed} asks={ASKS} elapsed={time.monotonic() - started:.0f}s kills={kills} "
+                f"chaos seed={seed} mode={mode} asks={ASKS} elapsed={time.monotonic() - started:.0f}s "
+                f"kills={kills} pauses={dict(pauses.count)} two_copies={len(two_copies)} "
                 f"bot_starts={sum(b.starts for b in bots)} slack_calls={len(fake.state.calls)} "
                 f"faults={dict(faults.counts)} outcomes={dict(outcomes)} missing={len(missing)} "
                 f"doubled={len(doubled)} inconsistent={len(wrong)} "
@@ -334,6 +490,12 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str) -
                     record = await agent.hgetall(f"{prefix}:{{{tag}}}:ask:{ask.env['ask_id']}")
                     audit = await agent.lrange(f"{prefix}:{{{tag}}}:audit:{ask.env['ask_id']}", 0, -1)
                     print(f"live {ts}: {ask.kind} {record.get(b'msgs')} {record.get(b'finalized')} {audit}")
+            for ask_id in two_copies:  # what the record says about an ask left with two live copies
+                plan = next(p for p in plans if p.env["ask_id"] == ask_id)
+                where = f"{prefix}:{{{plan.env['reply_to']}}}"
+                audit = await agent.lrange(f"{where}:audit:{ask_id}", 0, -1)
+                msgs = await agent.hget(f"{where}:ask:{ask_id}", "msgs")
+                print(f"two copies {ask_id} {plan.kind} msgs={msgs!r} audit={[json.loads(a) for a in audit]}")
             for problem in problems:
                 print(f"problem {problem.kind} {problem.key}: {problem.detail}")
                 stale = next((p for p in plans if p.env["ask_id"] in problem.detail), None)
@@ -347,17 +509,33 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str) -
             assert not wrong, "\n".join(wrong[:10])
             assert not live_buttons(), f"messages of ended asks still interactive: {live_buttons()[:5]}"
             assert not problems, "\n".join(f"{p.kind} {p.key}: {p.detail}" for p in problems[:10])
+            assert not two_copies, f"asks with two live copies: {two_copies[:5]}"
         finally:
             stop_chaos.set()
             for task in [*workers, *chaos, restart]:
                 task.cancel()
             await asyncio.gather(*workers, *chaos, restart, return_exceptions=True)
+            pauses.resume_all()  # a stopped process would hold SIGTERM until SIGCONT
             for bot in bots:
                 bot.stop()
             await lb_runner.cleanup()
             await lb_session.close()
             await agent.aclose()
             await fake.stop()
+
+
+def _live_copies(fake: FakeSlack, plans: list[Plan]) -> Counter[str]:
+    """How many messages each ask was posted as that are still in the channel (not deleted): an ended
+    message no longer names its ask, so the posts Slack accepted say which ask each one carried."""
+    live = {m.ts for m in fake.messages(CHANNEL) if not m.thread_ts}
+    ids = [p.env["ask_id"] for p in plans]
+    copies: Counter[str] = Counter()
+    for call in fake.find_calls("chat.postMessage"):
+        ts = (call.response or {}).get("ts")
+        if call.status == 200 and ts in live and not call.params.get("thread_ts"):
+            blocks = json.dumps(call.params.get("blocks"))
+            copies.update(a for a in ids if a in blocks)
+    return copies
 
 
 def _message_ts(fake: FakeSlack, ask_id: str) -> str | None:

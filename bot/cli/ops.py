@@ -103,6 +103,10 @@ def _print_status(status: AskStatus) -> None:
     print("audit:")
     for entry in status.audit or []:
         who = f" by {entry.by}" if entry.by else ""
+        if entry.replica and entry.replica != entry.by:
+            who += f" on {entry.replica}"
+        if entry.lease:
+            who += f" (lease {entry.lease})"
         detail = f": {entry.detail}" if entry.detail else ""
         print(f"  {entry.at}  {entry.event}{who}{detail}")
     if status.result is not None:

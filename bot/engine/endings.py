@@ -13,7 +13,7 @@ from bot.metrics import METRICS
 from bot.model import AskRecord, PostedMessage
 from bot.slack.interactions import SlackUser
 from bot.slack.pacing import Priority
-from bot.storage.store import Resolution, ResolveVerdict, iso_ms
+from bot.storage.store import Lease, Resolution, ResolveVerdict, iso_ms
 from contract.envelopes import ResultResponder, ResultSlack
 
 __all__ = ["Endings"]
@@ -35,10 +35,12 @@ class Endings(Room):
         refuse_late: bool = False,
         reason: str | None = None,
         release_lease: bool = False,
+        lease: Lease | None = None,
     ) -> ResolveVerdict:
         """End the ask with ``ending`` unless something else already did; then update Slack.
 
-        ``release_lease``: intake ends it without posting, so no delivery is in flight."""
+        ``release_lease``: intake ends it without posting, so no delivery is in flight. ``lease``: the
+        intake lease the ending is made under (fenced: ``stale`` once another holds the ask)."""
         prefix = await self.result_prefix(
             rec, ending, actor=actor, where=acted_on or (messages[-1] if messages else None)
         )
@@ -53,8 +55,11 @@ class Endings(Room):
                 refuse_late=refuse_late,
                 release_lease=release_lease,
                 reason=reason or "",
+                replica=self.consumer,
+                lease=lease,
             )
         )
+        self.log_ending(rec, event, ending.outcome, verdict, actor=actor, lease=lease)
         if verdict.verdict == "won":
             METRICS.results.labels(outcome=ending.outcome).inc()
             assert verdict.result is not None
@@ -62,6 +67,25 @@ class Endings(Room):
                 rec, verdict.messages, verdict.result, actor.id if actor else None, reason=reason
             )
         return verdict
+
+    def log_ending(
+        self,
+        rec: AskRecord,
+        event: str,
+        outcome: str,
+        verdict: ResolveVerdict,
+        *,
+        actor: SlackUser | None = None,
+        lease: Lease | None = None,
+    ) -> None:
+        """One line per ending this replica made, naming who ended it (person, replica, lease)."""
+        if verdict.verdict != "won":
+            return
+        who = f"{actor.id}" if actor is not None else "-"
+        held = f", lease {lease}" if lease is not None else ""
+        log.info(
+            "ask %s ended %s (%s) by %s on replica %s%s", rec.ask_id, outcome, event, who, self.consumer, held
+        )
 
     async def result_prefix(
         self, rec: AskRecord, ending: results.Ending, *, actor: SlackUser | None, where: PostedMessage | None

@@ -20,7 +20,7 @@ from bot.logs import bind_ask_id
 from bot.metrics import METRICS
 from bot.model import AskRecord, PostedMessage
 from bot.storage.keys import slot_tag
-from bot.storage.store import AcceptVerdict, Entry, iso_ms
+from bot.storage.store import AcceptVerdict, Entry, Lease, iso_ms
 from contract.envelopes import EnvelopeError, ResultError, parse_ask_envelope, parse_cancel_envelope
 
 __all__ = ["Intake"]
@@ -137,6 +137,8 @@ class Intake(Room):
             entry_id=entry.id,
             schedule_at_ms=schedule,
         )
+        # Measured once the grant is back, so it never ends before Redis's own end of the lease.
+        lease = Lease(self.consumer, verdict.token, time.monotonic() + self.lease_ms / 1000)
         if verdict.verdict == "refused":
             await self._refused(entry, rec)
             return
@@ -146,6 +148,9 @@ class Intake(Room):
         if verdict.verdict == "posted":
             METRICS.asks.labels(result="duplicate").inc()
             await self.store.ack(entry.id)
+            if verdict.detail == "adopted" and isinstance(built, AskRecord):
+                # The copy an earlier delivery posted is the ask's: its timers, as after a post.
+                await self.timers.schedule_next(rec, step=0, reminders=0)
             return
         if verdict.verdict == "busy":
             # Another live replica holds the lease; reclaim brings it back if that one dies. Finding
@@ -165,42 +170,40 @@ class Intake(Room):
                 ending = results.ended_without_answer(rec, "unavailable", error=error)
             else:
                 ending = results.envelope_error(built.code, built.message)
-            await self.endings.end(
-                rec,
-                ending,
-                actor=None,
-                event=built.code,
-                detail=built.message,
-                messages=[],
-                release_lease=True,
-            )
-            await self.store.ack(entry.id)
+            await self._end_leased(rec, ending, entry, lease, event=built.code, detail=built.message)
             return
         if verdict.verdict == "cancel":
-            await self.endings.end(
-                rec,
-                results.ended_without_answer(rec, "cancelled"),
-                actor=None,
-                event="cancelled",
-                detail=verdict.detail,
-                messages=[],
-                release_lease=True,
-            )
-            await self.store.ack(entry.id)
+            ending = results.ended_without_answer(rec, "cancelled")
+            await self._end_leased(rec, ending, entry, lease, event="cancelled", detail=verdict.detail)
             return
         if verdict.verdict == "expired":
-            await self.endings.end(
-                rec,
-                results.timed_out(rec),
-                actor=None,
-                event="timeout",
-                detail="read after its deadline",
-                messages=[],
-                release_lease=True,
+            # Read after its deadline, or taken over from a holder that froze or died past it: the
+            # deadline wins, with the ask's timeout policy.
+            await self._end_leased(
+                rec, results.timed_out(rec), entry, lease, event="timeout", detail=verdict.detail
             )
-            await self.store.ack(entry.id)
             return
-        await self._deliver(rec, entry, deadline=deadline, channel_token=channel_token)
+        await self._deliver(rec, entry, lease, deadline=deadline, channel_token=channel_token)
+
+    async def _end_leased(
+        self, rec: AskRecord, ending: results.Ending, entry: Entry, lease: Lease, *, event: str, detail: str
+    ) -> None:
+        """End an ask from intake, under its lease, without a post in flight; then ack the entry.
+        Fenced: when the lease is no longer the current one, nothing changes and the entry is left
+        to the replica that holds the ask now."""
+        verdict = await self.endings.end(
+            rec, ending, actor=None, event=event, detail=detail, messages=[], release_lease=True, lease=lease
+        )
+        if verdict.verdict == "stale":
+            log.warning(
+                "stale lease %s on %s (now %s): dropping its %s ending",
+                lease,
+                rec.ask_id,
+                verdict.detail,
+                event,
+            )
+            return
+        await self.store.ack(entry.id)
 
     async def _recover(
         self, verdict: AcceptVerdict, entry: Entry, tag: str, ask_id: str, reply_to: str
@@ -272,10 +275,9 @@ class Intake(Room):
             await self._recover(verdict, entry, tag, exc.ask_id, exc.reply_to)
             return
         if verdict.verdict in ("post", "cancel", "expired"):
-            await self.endings.end(
-                rec, ending, actor=None, event=exc.code, detail=exc.message, messages=[], release_lease=True
-            )
-        if verdict.verdict != "busy":
+            lease = Lease(self.consumer, verdict.token, time.monotonic() + self.lease_ms / 1000)
+            await self._end_leased(rec, ending, entry, lease, event=exc.code, detail=exc.message)
+        elif verdict.verdict != "busy":
             await self.store.ack(entry.id)
 
     async def _handle_cancel(self, entry: Entry) -> None:
@@ -311,7 +313,9 @@ class Intake(Room):
             )
         await self.store.ack(entry.id)
 
-    async def _record_post(self, rec: AskRecord, posted: PostedMessage, entry: Entry) -> str | None:
+    async def _record_post(
+        self, rec: AskRecord, posted: PostedMessage, entry: Entry, lease: Lease
+    ) -> str | None:
         """Record the message just posted, retrying through a Redis blip: a live message the ask does
         not know would keep its buttons after the end. Retrying is safe (posted.lua records a message
         once), and goes on while the intake lease lasts.
@@ -323,20 +327,41 @@ class Intake(Room):
         than leave it live while this replica waits, and may die; None says so, and the caller posts
         again once Redis is back. While Redis does not take the mark either, nothing is deleted (a
         copy deleted unmarked, whose record had landed, would dismiss the ask with its own delete
-        event): the message stays live and its record goes on being retried."""
+        event): the message stays live and its record goes on being retried.
+
+        Every attempt is bounded by the lease (a call hung on a half-open link, or a process frozen in
+        it, gives up when the lease has run out in Redis too, so a write still in flight then is
+        refused by fencing): a record refused as stale, or cut by the lease's end and not found in
+        the record after it, is "stale", and the post is withdrawn (``_withdraw_stale``)."""
         loop = asyncio.get_running_loop()
         delay = 0.05
         withdraw_at = loop.time() + RECORD_RETRY_S
-        deadline = loop.time() + self.lease_ms / 1000
+        deadline = lease.until
+        # posted.lua ran on the master (only replicas' confirmation is missing): nothing for fencing to
+        # refuse, so the record may be retried for a whole lease from here, as before fencing.
+        replicated_by = loop.time() + self.lease_ms / 1000
         while True:
             try:
-                return await self.store.posted(
-                    rec.tag, rec.ask_id, [posted], actor=self.consumer, ack_entry=entry.id, track_channel=True
-                )
+                async with asyncio.timeout(max(deadline - loop.time(), 0.0)):
+                    state = await self.store.posted(
+                        rec.tag,
+                        rec.ask_id,
+                        [posted],
+                        actor=self.consumer,
+                        ack_entry=entry.id,
+                        track_channel=True,
+                        lease=lease,
+                    )
+            except TimeoutError:
+                # The lease ran out with the record unanswered: it landed in time, or it never will.
+                state = await self._landed_in_time(rec, posted, entry, lease)
             except NotReplicatedError as exc:
                 failure: RedisError = exc
+                state = ""
+                deadline = max(deadline, replicated_by)
             except RedisError as exc:
                 failure = exc
+                state = ""
                 if loop.time() >= withdraw_at and await self.withdraw(
                     rec, posted, why=f"{posted.channel}/{posted.ts}: not recorded, Redis is away ({exc})"
                 ):
@@ -347,19 +372,72 @@ class Intake(Room):
                         rec.ask_id,
                     )
                     return None
-            if loop.time() + delay > deadline:
-                raise failure
-            log.warning(
-                "could not record message %s of %s yet (%s); retrying", posted.ts, rec.ask_id, failure
-            )
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
+            if not state:
+                if loop.time() + delay <= deadline:
+                    log.warning(
+                        "could not record message %s of %s yet (%s); retrying", posted.ts, rec.ask_id, failure
+                    )
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+                    continue
+                if isinstance(failure, NotReplicatedError):
+                    raise failure  # recorded on the master: the ask waits for a replica, posted
+                # Redis stayed away for the whole lease: whether a record landed, the record says.
+                state = await self._landed_in_time(rec, posted, entry, lease)
+            if state == "stale":
+                await self._withdraw_stale(rec, posted, lease)
+            return state
+
+    async def _landed_in_time(self, rec: AskRecord, posted: PostedMessage, entry: Entry, lease: Lease) -> str:
+        """After a record cut by its lease's end: did it land? A write still on its way is refused
+        from now on (its lease has run out in Redis too), so the record decides for good: the message
+        is in it ("ok" or "ended", and the entry is acked), or it never will be ("stale"). Asked until
+        Redis answers (a withdrawal needs Redis for its mark anyway; until then the post stays, as a
+        replica dying here would leave it: learned from Slack's event, or redrawn on a click)."""
+        log.warning(
+            "lease %s on %s ran out before the record of %s answered; the record decides once Redis answers",
+            lease,
+            rec.ask_id,
+            posted.ts,
+        )
+        while True:
+            try:
+                async with asyncio.timeout(2.0):
+                    loaded = await self.store.load(rec.tag, rec.ask_id)
+                    known = loaded is not None and any(
+                        (m.channel, m.ts) == (posted.channel, posted.ts) for m in loaded.messages
+                    )
+                    if known:
+                        await self.store.ack(entry.id)
+            except (TimeoutError, RedisError):
+                await asyncio.sleep(0.2)
+                continue
+            if not known:
+                return "stale"
+            assert loaded is not None
+            return "ended" if loaded.state == "ended" else "ok"
+
+    async def _withdraw_stale(self, rec: AskRecord, posted: PostedMessage, lease: Lease) -> None:
+        """A post made under a lease that is no longer the current one (this replica froze, or lost
+        Redis, past it): another replica holds the ask, and the copy goes, marked withdrawn first
+        (``Room.withdraw``) so that no event for its delete dismisses the ask; while Redis does not
+        take the mark, it stays (a message Slack tells of is learned, as after a crash)."""
+        log.warning(
+            "stale lease %s on %s: dropping the delivery and withdrawing its post %s/%s",
+            lease,
+            rec.ask_id,
+            posted.channel,
+            posted.ts,
+        )
+        await self.withdraw(
+            rec, posted, why=f"{posted.channel}/{posted.ts}: posted under stale lease {lease}"
+        )
 
     async def _deliver(
-        self, rec: AskRecord, entry: Entry, *, deadline: float, channel_token: bool = False
+        self, rec: AskRecord, entry: Entry, lease: Lease, *, deadline: float, channel_token: bool = False
     ) -> None:
         # A post withdrawn while Redis was away is made again once Redis answers (within the lease).
-        while await self._deliver_once(rec, entry, deadline=deadline, channel_token=channel_token):
+        while await self._deliver_once(rec, entry, lease, deadline=deadline, channel_token=channel_token):
             while True:
                 try:
                     await self.store.server_time_ms()
@@ -370,7 +448,7 @@ class Intake(Room):
                     await asyncio.sleep(0.2)
 
     async def _deliver_once(
-        self, rec: AskRecord, entry: Entry, *, deadline: float, channel_token: bool = False
+        self, rec: AskRecord, entry: Entry, lease: Lease, *, deadline: float, channel_token: bool = False
     ) -> bool:
         """One post and its record; True when the post was withdrawn (Redis away) and must be made again."""
         assert rec.route is not None
@@ -393,9 +471,14 @@ class Intake(Room):
             # stays pending and is delivered again once the lease is over (429s are never counted
             # as Slack being unavailable; the lease bounds the wait, so no ask is posted twice).
             log.info("delivery of %s waits for its lease to end: %s", rec.ask_id, exc)
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0:
+                # The lease ran out under the call (this process was frozen in it, say): the entry may
+                # be another replica's by now, and stays pending for whoever holds it.
+                log.warning("lease %s on %s ran out in a Slack call: handed back", lease, rec.ask_id)
+                return False
             # Waiting out Slack's rate limit is no failed delivery either: the count goes back, and
             # the next reclaim comes as the lease ends (SLACK_ASK_MAX_DELIVERIES counts failures only).
-            left_ms = max(int((deadline - time.monotonic()) * 1000), 0)
             try:
                 await self.store.unclaim_busy(
                     entry, self.consumer, lease_left_ms=left_ms, reclaim_idle_ms=self.settings.reclaim_idle_ms
@@ -406,24 +489,18 @@ class Intake(Room):
         except SlackError as exc:
             METRICS.asks.labels(result="unavailable").inc()
             message_text = str(exc)
-            await self.endings.end(
-                rec,
-                results.ended_without_answer(
-                    rec, "unavailable", error=ResultError(code=exc.code, message=message_text)
-                ),
-                actor=None,
-                event="unavailable",
-                detail=message_text,
-                messages=[],
-                release_lease=True,
+            ending = results.ended_without_answer(
+                rec, "unavailable", error=ResultError(code=exc.code, message=message_text)
             )
-            await self.store.ack(entry.id)
+            await self._end_leased(rec, ending, entry, lease, event="unavailable", detail=message_text)
             return False
         posted = PostedMessage(channel=target.channel, ts=ts, step=0)
         METRICS.asks.labels(result="posted").inc()
-        state = await self._record_post(rec, posted, entry)
+        state = await self._record_post(rec, posted, entry, lease)
         if state is None:
             return True
+        if state == "stale":
+            return False
         if state == "ended":
             # Ended (cancelled, say) while we were posting: never leave a live button behind.
             loaded = await self.store.load(rec.tag, rec.ask_id)

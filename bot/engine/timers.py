@@ -98,7 +98,9 @@ class Timers(Room):
                 ending = results.timed_out(rec)
                 where = loaded.messages[-1] if loaded.messages else None
                 prefix = await self.endings.result_prefix(rec, ending, actor=None, where=where)
-                return Resolution(rec, ending.outcome, prefix, None, "timeout", "deadline passed")
+                return Resolution(
+                    rec, ending.outcome, prefix, None, "timeout", "deadline passed", replica=self.consumer
+                )
 
         resolutions = await asyncio.gather(*(prepare(loaded) for loaded in expired))
         verdicts = await self.store.resolve_many(resolutions)
@@ -110,6 +112,7 @@ class Timers(Room):
             METRICS.timeouts.inc()
             METRICS.results.labels(outcome=resolution.outcome).inc()
             rec = resolution.record
+            self.endings.log_ending(rec, "timeout", resolution.outcome, verdict)
             if verdict.messages:
                 noisy.append(
                     self._bounded(

@@ -65,11 +65,12 @@ class Votes(Room):
         ending = results.answered(rec, [QuestionAnswer(id=question.id, status="answered", selected=[option])])
         prefix = await self.endings.result_prefix(rec, ending, actor=user, where=acted_on)
         verdict = await self.store.vote(
-            Vote(rec, ResultResponder(id=user.id, name=user.display), option, prefix)
+            Vote(rec, ResultResponder(id=user.id, name=user.display), option, prefix, replica=self.consumer)
         )
         if verdict.verdict == "won":
             assert verdict.result is not None
             METRICS.results.labels(outcome="answered").inc()
+            log.info("ask %s ended answered (vote) by %s on replica %s", rec.ask_id, user.id, self.consumer)
             await self.endings.finish_messages(rec, verdict.messages, verdict.result, user.id)
             return None
         if verdict.verdict == "counted":

@@ -7,7 +7,10 @@
   outlive it raises :class:`SlackBusyError`, nothing sent).
 * 5xx, any non-JSON body (an HTML or text/plain page from Slack or a proxy), network errors and
   timeouts: retried with backoff until the delivery window ends, then :class:`SlackUnreachableError`
-  (protocol code ``slack_unreachable``).
+  (protocol code ``slack_unreachable``). The window counts what Slack took to answer (or fail) and
+  the backoff, never time this process spent frozen (SIGSTOP, a VM paused, a stalled loop:
+  ``_FreezeWatch``): a pause is not Slack's fault. A call whose lease ran
+  out (during a pause, say) raises :class:`SlackBusyError`: the work is handed back, never ended.
 * Any other ``ok: false``: :class:`SlackPermanentError` carrying Slack's error name.
 
 Requests go out on the client's aiohttp session with the client's token, base URL and timeout;
@@ -17,6 +20,7 @@ the gateway reads status, headers and body itself, so no body shape can escape t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
@@ -50,6 +54,44 @@ TRANSIENT_ERRORS = frozenset(
 _CACHE_S = 60.0  # user-group membership is cached for at most a minute (protocol section 7)
 _MIN_ATTEMPT_S = 0.05  # an attempt with less time than this before its deadline is not started
 _DEFAULT_RETRY_AFTER_S = 1.0  # a 429 without a readable Retry-After
+_TICK_S = 0.2
+FROZEN_S = 0.5
+"""A gap this much longer than a tick of :class:`_FreezeWatch` is time the process did not run."""
+
+
+class _FreezeWatch:
+    """Measures, while a call is in progress, the time this process did not run at all: frozen
+    (SIGSTOP, a VM or container paused, a laptop lid) or its event loop stalled. A ticker wakes every
+    ``_TICK_S``; a tick that comes more than ``FROZEN_S`` late means the process was away that long.
+    ``frozen()`` also counts a gap still open (the call may resume before the ticker does)."""
+
+    def __init__(self) -> None:
+        self._done = 0.0
+        self._last = time.monotonic()
+        self._task: asyncio.Task[None] | None = None
+
+    def frozen(self) -> float:
+        gap = time.monotonic() - self._last - _TICK_S
+        return self._done + (gap if gap > FROZEN_S else 0.0)
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(_TICK_S)
+            now = time.monotonic()
+            gap = now - self._last - _TICK_S
+            if gap > FROZEN_S:
+                self._done += gap
+            self._last = now
+
+    async def __aenter__(self) -> _FreezeWatch:
+        self._task = asyncio.create_task(self._tick())
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
 
 
 def make_client(token: str, base_url: str, *, timeout: int = 15) -> AsyncWebClient:
@@ -156,18 +198,41 @@ class SlackGateway:
         attempt outlives it (:class:`SlackBusyError`). ``retry=False``: one attempt, for paths with
         a budget of their own (a form's ack). ``channel_token``: the post's channel token is already
         taken (``take_post_token``)."""
-        started = time.monotonic()
-        not_counted = 0.0  # time spent waiting for tokens and Retry-After: never counts as Slack failing
+        async with _FreezeWatch() as watch:
+            return await self._call(
+                method,
+                watch,
+                where=where,
+                priority=priority,
+                deadline=deadline,
+                retry=retry,
+                channel_token=channel_token,
+                token=token,
+                params=params,
+            )
+
+    async def _call(
+        self,
+        method: str,
+        watch: _FreezeWatch,
+        *,
+        where: str | None,
+        priority: Priority,
+        deadline: float | None,
+        retry: bool,
+        channel_token: bool,
+        token: str | None,
+        params: Mapping[str, Any],
+    ) -> Mapping[str, Any]:
+        counted = 0.0  # Slack's time only: attempts and backoffs, never tokens, Retry-After or a pause
         channel = str(params.get("channel") or "") or None
         attempt = 0
         while True:
             attempt += 1
-            before = time.monotonic()
             if method == "chat.postMessage" and channel and not channel_token:
                 await self.pacer.take_channel(channel, priority=priority, deadline=deadline)
             channel_token = False  # a retry takes a fresh channel token
             await self.pacer.take(method, priority=priority, deadline=deadline)
-            not_counted += time.monotonic() - before
             timeout = float(self.client.timeout)
             if deadline is not None:
                 left = deadline - time.monotonic()
@@ -175,6 +240,7 @@ class SlackGateway:
                     raise self._busy(method, where, "no time left in its lease")
                 timeout = min(timeout, left)
             retry_after: float | None = None
+            sent, frozen = time.monotonic(), watch.frozen()
             try:
                 status, headers, data, content_type = await self._send(
                     method, params, limit_s=timeout, token=token
@@ -193,14 +259,17 @@ class SlackGateway:
                 else:
                     reason = f"HTTP {status} {_body_kind(data, content_type)}".strip()
             now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                # The lease covering the call ran out under it (a pause, or a call that outlived it):
+                # the work is another replica's to take over now, not Slack's failure to report.
+                raise self._busy(method, where, f"its lease ran out (last: {reason})")
             if retry_after is not None:
                 if not retry or (deadline is not None and now + retry_after >= deadline):
                     raise self._busy(method, where, reason)
                 log.info("slack %s rate limited; waiting %.2fs as Slack asks", method, retry_after)
                 await asyncio.sleep(retry_after)
-                not_counted += time.monotonic() - now
                 continue
-            counted = now - started - not_counted
+            counted += now - sent - (watch.frozen() - frozen)
             if not retry or counted >= self.delivery_window_s:
                 raise SlackUnreachableError(
                     f"Slack did not answer {method}{' ' + where if where else ''} within "
@@ -213,7 +282,9 @@ class SlackGateway:
             if deadline is not None and now + delay + _MIN_ATTEMPT_S >= deadline:
                 raise self._busy(method, where, reason)
             log.warning("slack %s failed (%s); retrying in %.2fs", method, reason, delay)
+            slept, frozen = time.monotonic(), watch.frozen()
             await asyncio.sleep(delay)
+            counted += time.monotonic() - slept - (watch.frozen() - frozen)
 
     @staticmethod
     def _busy(method: str, where: str | None, reason: str) -> SlackBusyError:

@@ -20,6 +20,7 @@ __all__ = [
     "AskStatus",
     "AuditEntry",
     "Entry",
+    "Lease",
     "LoadedAsk",
     "Resolution",
     "ResolveVerdict",
@@ -46,6 +47,12 @@ def _votes(stored: str | None) -> list[ResultVote]:
         )
         for v in (json.loads(stored) if stored else [])
     ]
+
+
+def _withdrawn(raw: Any) -> frozenset[tuple[str, str]]:
+    """The ask hash's ``withdrawn`` field (``"<channel> <ts>"`` each, see withdraw.lua) as pairs."""
+    ids = json.loads(_s(raw)) if raw else []
+    return frozenset((channel, ts) for channel, _, ts in (str(i).partition(" ") for i in ids))
 
 
 def _stored_result(key: str, text: str | None, reason: str | None = None) -> StoredResult | None:
@@ -100,16 +107,33 @@ def _decode(value: Any) -> tuple[str, bool]:
 
 
 @dataclass(frozen=True, slots=True)
+class Lease:
+    """An intake lease as ``accept.lua`` granted it: every change made under it carries ``owner`` and
+    ``token`` (fencing: the script refuses it once the lease is no longer the current one)."""
+
+    owner: str
+    token: str
+    until: float
+    """``time.monotonic()`` by which the lease has surely run out in Redis too (measured from when the
+    grant came back, so never before Redis's own end of it): no Redis call made under it outlives it."""
+
+    def __str__(self) -> str:
+        return f"{self.owner}#{self.token}"
+
+
+@dataclass(frozen=True, slots=True)
 class AcceptVerdict:
     verdict: Literal["post", "busy", "posted", "ended", "cancel", "expired", "refused"]
     detail: str = ""
     entry: str = ""
     """For ``ended``: the stream entry that first carried the ask (a different one means a re-send)."""
+    token: str = ""
+    """For ``post``, ``cancel``, ``expired``: the lease's fencing token (see :class:`Lease`)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ResolveVerdict:
-    verdict: Literal["won", "ended", "late", "missing", "moved"]
+    verdict: Literal["won", "ended", "late", "missing", "moved", "stale"]
     result: StoredResult | None = None
     messages: list[PostedMessage] = field(default_factory=list)
     detail: str = ""
@@ -127,6 +151,8 @@ class Vote:
     option: int
     result_prefix: str
     """The result should this vote decide (the usual single-question result for ``option``)."""
+    replica: str = ""
+    """The replica counting the vote: the audit names it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +204,10 @@ class Resolution:
     reason: str = ""
     """A cancel's reason: kept in the record beside the result (``StoredResult.reason``), so every
     later redraw of the ended messages shows it, also of a message that lands after the end."""
+    replica: str = ""
+    """The replica (consumer name) making this ending: the audit names it."""
+    lease: Lease | None = None
+    """The intake lease this ending is made under (fenced: ``stale`` once it is not current)."""
 
 
 class AuditEntry(BaseModel):
@@ -185,6 +215,10 @@ class AuditEntry(BaseModel):
     event: str
     by: str | None
     detail: str | None
+    replica: str | None = None
+    """The replica that made the change (absent in entries written before fencing)."""
+    lease: str | None = None
+    """The intake lease it was made under, ``owner#token`` (absent when the work was not leased)."""
 
 
 class AskStatus(BaseModel):

@@ -15,12 +15,13 @@ from bot.errors import NotReplicatedError, StoreError
 from bot.model import AskRecord, PostedMessage
 from bot.results import parse_result
 from bot.storage.base import Step
-from bot.storage.keys import AUDIT_MAX, GROUP, AskKeys, due_member, parse_due_member
+from bot.storage.keys import AUDIT_MAX, AskKeys, due_member, parse_due_member
 from bot.storage.records import (
     AcceptVerdict,
     AskStatus,
     AuditEntry,
     Entry,
+    Lease,
     LoadedAsk,
     Resolution,
     ResolveVerdict,
@@ -29,6 +30,7 @@ from bot.storage.records import (
     _s,
     _stored_result,
     _votes,
+    _withdrawn,
     iso_ms,
 )
 from bot.storage.stream import IntakeStream
@@ -39,6 +41,7 @@ __all__ = [
     "AskStatus",
     "AuditEntry",
     "Entry",
+    "Lease",
     "LoadedAsk",
     "Resolution",
     "ResolveVerdict",
@@ -128,7 +131,12 @@ class Store(IntakeStream):
         )
         replies = await self._run(steps)
         reply = [_s(x) for x in replies[-1]]
-        verdict = AcceptVerdict(reply[0], reply[1], reply[2] if len(reply) > 2 else "")  # type: ignore[arg-type]
+        verdict = AcceptVerdict(
+            reply[0],  # type: ignore[arg-type]
+            reply[1],
+            reply[2] if len(reply) > 2 else "",
+            reply[3] if len(reply) > 3 else "",
+        )
         if verdict.verdict in ("ended", "refused") and schedule_at_ms is not None and int(replies[0]) == 1:
             # A re-send of an ended ask, or one refused at once: the timer just added belongs to nobody.
             await self.unschedule(record.ask_id, record.tag)
@@ -151,9 +159,11 @@ class Store(IntakeStream):
         ack_entry: str | None = None,
         track_channel: bool = False,
         stray: bool = False,
+        lease: Lease | None = None,
     ) -> str:
-        """Record new messages of an ask (and, in the same round trip, ack its intake entry and
-        remember which channels it lives in, so archiving a channel can dismiss it)."""
+        """Record new messages of an ask (and remember which channels it lives in, so archiving a
+        channel can dismiss it; then ack its intake entry). ``lease``: the delivery's (fenced:
+        ``stale`` when it is no longer the current one, and then nothing is recorded or acked)."""
         k = self.ask_keys(tag, ask_id)
         payload = json.dumps([m.model_dump() for m in messages])
         steps: list[Step] = []
@@ -167,15 +177,18 @@ class Store(IntakeStream):
             self._script(
                 "posted",
                 [k.ask, k.audit],
-                [actor, payload, event, "" if step is None else str(step), detail, "1" if stray else "0"],
+                [actor, payload, event, "" if step is None else str(step), detail, "1" if stray else "0"]
+                + ([lease.owner, lease.token] if lease is not None else ["", ""]),
             )
         )
-        if ack_entry is not None:
-            entry = ack_entry
-            steps.append(lambda pipe: pipe.xack(self.keys.asks, GROUP, entry))
-            steps.append(lambda pipe: pipe.xdel(self.keys.asks, entry))
         replies = await self._run(steps)
         state = _s(replies[at][0])
+        if state in ("stale", "withdrawn"):
+            return state  # fenced (the entry is the current holder's to ack), or nothing recorded
+        if ack_entry is not None:
+            # After the record, not in its round trip: a stale delivery must leave the entry pending
+            # for the replica that holds the ask now (the stream is in another slot than the ask).
+            await self.ack(ack_entry)
         if state == "ended":
             # A message that landed (or was learned of) after the end: the clean-up timer, which
             # finalize may already have removed, must be there until it is redrawn.
@@ -291,6 +304,9 @@ class Store(IntakeStream):
                     "[]" if record.approval is not None else "null",
                     "1" if r.release_lease else "0",
                     r.reason,
+                    r.lease.owner if r.lease is not None else "",
+                    r.lease.token if r.lease is not None else "",
+                    r.replica,
                 ],
             ),
         ]
@@ -323,6 +339,7 @@ class Store(IntakeStream):
                         "1" if vote.option in record.approval.veto else "0",
                         vote.result_prefix,
                         self.retention_ms,
+                        vote.replica,
                     ],
                 ),
             ],
@@ -550,6 +567,8 @@ class Store(IntakeStream):
                     event=str(data["event"]),
                     by=str(data.get("by") or "") or None,
                     detail=str(data.get("detail") or "") or None,
+                    replica=str(data.get("replica") or "") or None,
+                    lease=str(data.get("lease") or "") or None,
                 )
             )
         return out
@@ -591,12 +610,6 @@ class Store(IntakeStream):
                 break
         out.sort(key=lambda s: s.created_at)
         return out
-
-
-def _withdrawn(raw: Any) -> frozenset[tuple[str, str]]:
-    """The ask hash's ``withdrawn`` field (``"<channel> <ts>"`` each, see withdraw.lua) as pairs."""
-    ids = json.loads(_s(raw)) if raw else []
-    return frozenset((channel, ts) for channel, _, ts in (str(i).partition(" ") for i in ids))
 
 
 def _glob_escape(text: str) -> str:

@@ -26,11 +26,33 @@ local function iso(ms)
     math.floor(rem / 3600), math.floor((rem % 3600) / 60), rem % 60, frac)
 end
 
--- Append one audit entry; the list is capped and lives as long as the ask.
-local function audit(key, at, event, by, detail, ttl)
-  redis.call('RPUSH', key, cjson.encode({at = at, event = event, by = by, detail = detail}))
+-- Append one audit entry; the list is capped and lives as long as the ask. `replica` (optional): the
+-- replica that made the change and the lease it held ('' when the work was not leased).
+local function audit(key, at, event, by, detail, ttl, replica, lease)
+  local entry = {at = at, event = event, by = by, detail = detail}
+  if replica and replica ~= '' then entry.replica = replica end
+  if lease and lease ~= '' then entry.lease = lease end
+  redis.call('RPUSH', key, cjson.encode(entry))
   redis.call('LTRIM', key, -200, -1)  -- bot.keys.AUDIT_MAX
   redis.call('PEXPIRE', key, ttl)
+end
+
+-- FENCING. Work done under an intake lease carries that lease: its owner and its token, the ask's
+-- `tries` when accept.lua granted it (every grant, takeover or first accept, old version or new,
+-- moves `tries` on, so it is an epoch). A change made under a lease lands only while that lease is
+-- the current one: same owner, same token, and not run out (lease_until 0 means its delivery is
+-- over and nobody took the ask over since: still this lease's). An empty token: work that is not
+-- leased (a person's act, a message learned of), or a replica from before fencing (rolling update).
+-- Returns nil when the change may land, else who holds the ask now ('owner#tries', or 'expired').
+local function stale_lease(key, now, owner, token)
+  if token == nil or token == '' then return nil end
+  local f = redis.call('HMGET', key, 'owner', 'tries', 'lease_until')
+  if f[1] ~= owner or tostring(f[2]) ~= token then
+    return tostring(f[1] or '') .. '#' .. tostring(f[2] or '')
+  end
+  local until_ms = tonumber(f[3] or '0') or 0
+  if until_ms > 0 and until_ms <= now then return 'expired' end
+  return nil
 end
 
 -- The ask's votes as the result's `votes` field (protocol section 13): the final vote of each
@@ -55,7 +77,7 @@ end
 -- '' or why nothing was pushed (reply_to became a key of another type meanwhile: the bot only
 -- appends to a list or a missing key, and then changes nothing about that key; protocol section 1).
 local RESOLVED_AT = '"resolved_at":'
-local function write_result(keys, now, outcome, prefix, votes, actor, retention, event, detail)
+local function write_result(keys, now, outcome, prefix, votes, actor, retention, event, detail, replica, lease)
   if string.sub(prefix, -#RESOLVED_AT) ~= RESOLVED_AT then
     return redis.error_reply('result prefix must end with ' .. RESOLVED_AT)
   end
@@ -73,7 +95,7 @@ local function write_result(keys, now, outcome, prefix, votes, actor, retention,
     undelivered = 'reply_to ' .. keys[3] .. ' is a ' .. kind .. ', not a list: nothing was pushed'
     redis.call('HSET', keys[1], 'undelivered', undelivered)
   end
-  audit(keys[2], now, event, actor, detail, retention)
+  audit(keys[2], now, event, actor, detail, retention, replica, lease)
   if undelivered ~= '' then audit(keys[2], now, 'not_pushed', '', undelivered, retention) end
   return {'won', result, redis.call('HGET', keys[1], 'msgs'), undelivered}
 end

@@ -4,15 +4,18 @@
 -- ARGV[1] record JSON, ARGV[2] created_ms, ARGV[3] deadline_ms (0 = none), ARGV[4] consumer,
 -- ARGV[5] lease_ms, ARGV[6] pending ttl_ms (lifetime before the ask ends), ARGV[7] entry id,
 -- ARGV[8] retention_ms
--- Returns {verdict, detail}:
+-- Returns {verdict, detail, entry, token}: token is the lease granted (its `tries`, the fencing
+-- token every change made under it carries; _common.lua's stale_lease) for post, cancel, expired:
 --   {'post', tries}      this consumer holds the lease and must post to Slack
 --   {'busy', ms}         another consumer (or, for a duplicate entry, anyone) holds a live lease for
 --                        ms more: leave the entry pending
---   {'posted', ''}       already posted: just ack
+--   {'posted', why}      already posted: just ack ('adopted': a takeover found a live copy an
+--                        earlier delivery posted in the record, and made it the ask's post)
 --   {'ended', result, entry} already ended: the stored result (empty for an entry added before the
 --                        end) and the entry that carried the ask
 --   {'cancel', reason}   a cancel from the ask's reply_to arrived first: end it as cancelled now
---   {'expired', ''}      first read after its deadline: end it by its timeout policy now
+--   {'expired', why}     read (first, or in a takeover) after its deadline: end it by its timeout
+--                        policy now, never post it (deadlines win over a late delivery)
 --   {'refused', type}    reply_to is a key of another type: nothing pushed, nothing about that key
 --                        changed; the record (ended, no result) says why
 local now = now_ms()
@@ -44,10 +47,30 @@ if state then
   if lease > now and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[4] then
     return {'busy', tostring(lease - now)}
   end
+  local dl = tonumber(redis.call('HGET', KEYS[1], 'deadline_ms') or '0') or 0
+  local known = redis.call('HGET', KEYS[1], 'msgs')
+  if known and known ~= '[]' and not (dl > 0 and now >= dl) then
+    -- A copy an earlier delivery posted is live and in the record (learned from Slack's event: its
+    -- replica froze or died before it read Slack's answer): that copy is the ask's post, and it is
+    -- not made again. The earlier lease stays the current one (so its late record still lands).
+    redis.call('HSET', KEYS[1], 'state', 'posted', 'lease_until', 0)
+    audit(KEYS[2], now, 'adopted', ARGV[4], 'the copy an earlier delivery posted carries the ask',
+      tonumber(ARGV[6]), ARGV[4], '')
+    return {'posted', 'adopted'}
+  end
   local tries = redis.call('HINCRBY', KEYS[1], 'tries', 1)
   redis.call('HSET', KEYS[1], 'owner', ARGV[4], 'lease_until', now + tonumber(ARGV[5]))
-  audit(KEYS[2], now, 'taken_over', ARGV[4], 'delivery attempt ' .. tries, tonumber(ARGV[6]))
-  return {'post', tostring(tries)}
+  local deadline = tonumber(redis.call('HGET', KEYS[1], 'deadline_ms') or '0') or 0
+  if deadline > 0 and now >= deadline then
+    -- The holder before froze or died past the deadline: the ask times out under this new lease
+    -- (which fences the old holder out), it is not posted late.
+    audit(KEYS[2], now, 'taken_over', ARGV[4], 'delivery attempt ' .. tries .. ', past its deadline',
+      tonumber(ARGV[6]), ARGV[4], ARGV[4] .. '#' .. tries)
+    return {'expired', 'taken over after its deadline', '', tostring(tries)}
+  end
+  audit(KEYS[2], now, 'taken_over', ARGV[4], 'delivery attempt ' .. tries, tonumber(ARGV[6]),
+    ARGV[4], ARGV[4] .. '#' .. tries)
+  return {'post', tostring(tries), '', tostring(tries)}
 end
 -- The bot only ever appends to a list or a missing key (protocol section 1).
 local kind = redis.call('TYPE', KEYS[4]).ok
@@ -66,7 +89,7 @@ redis.call('HSET', KEYS[1], 'rec', ARGV[1], 'state', 'accepted', 'created_ms', A
   'deadline_ms', ARGV[3], 'owner', ARGV[4], 'lease_until', now + tonumber(ARGV[5]), 'tries', 1,
   'msgs', '[]', 'step', 0, 'reminders', 0, 'entry', ARGV[7], 'finalized', 0)
 redis.call('PEXPIRE', KEYS[1], ttl)
-audit(KEYS[2], now, 'accepted', ARGV[4], '', ttl)
+audit(KEYS[2], now, 'accepted', ARGV[4], '', ttl, ARGV[4], ARGV[4] .. '#1')
 -- Only a cancel from the ask's own reply_to counts (cancel.lua keys the tombstone by it).
 local reason = redis.call('HGET', KEYS[3], KEYS[4])
 -- Ending at once (cancelled first, or read after its deadline): nothing will be posted, so no
@@ -74,11 +97,11 @@ local reason = redis.call('HGET', KEYS[3], KEYS[4])
 if reason then
   redis.call('DEL', KEYS[3])
   redis.call('HSET', KEYS[1], 'lease_until', 0)
-  return {'cancel', reason}
+  return {'cancel', reason, '', '1'}
 end
 local deadline = tonumber(ARGV[3])
 if deadline > 0 and now >= deadline then
   redis.call('HSET', KEYS[1], 'lease_until', 0)
-  return {'expired', ''}
+  return {'expired', 'read after its deadline', '', '1'}
 end
-return {'post', '1'}
+return {'post', '1', '', '1'}

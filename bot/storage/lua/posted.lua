@@ -2,10 +2,12 @@
 -- KEYS[1] ask hash, KEYS[2] audit list
 -- ARGV[1] consumer (or actor), ARGV[2] JSON list of new messages, ARGV[3] event name,
 -- ARGV[4] new escalation step ('' = unchanged), ARGV[5] detail, ARGV[6] '1' for a stray: a message
--- the bot learned of (not the delivery's own), recorded without touching the state or the lease
+-- the bot learned of (not the delivery's own), recorded without touching the state or the lease,
+-- ARGV[7] lease owner and ARGV[8] lease token of the delivery that posted it ('' = not leased)
 -- Returns {'ok', state_before} or {'ended', ''} (the ask ended meanwhile: the caller must turn the
 -- new messages into ended messages at once), {'withdrawn', ''} (every message given was withdrawn:
--- nothing changed), or {'missing', ''}.
+-- nothing changed), {'missing', ''}, or {'stale', holder}: the delivery's lease is no longer the
+-- current one (fenced: nothing recorded; the caller withdraws its post).
 local now = now_ms()
 local f = redis.call('HMGET', KEYS[1], 'state', 'msgs', 'withdrawn')
 local state = f[1]
@@ -30,6 +32,20 @@ for _, m in ipairs(new) do
   end
 end
 if #new > 0 and live == 0 then return {'withdrawn', ''} end
+-- Fenced, even when the message is known already: learned as a stray from Slack's event while this
+-- delivery was frozen, it may be the ask's second copy now. (A retry of this lease's own record,
+-- its reply lost, passes: posted set lease_until 0 and nobody takes over a posted ask.)
+local lease = ''
+if (ARGV[8] or '') ~= '' then lease = ARGV[7] .. '#' .. ARGV[8] end
+local holder = nil
+if ARGV[6] ~= '1' then holder = stale_lease(KEYS[1], now, ARGV[7], ARGV[8]) end
+if holder then
+  local ttl0 = redis.call('PTTL', KEYS[1])
+  if ttl0 < 0 then ttl0 = 86400000 end
+  audit(KEYS[2], now, 'refused_stale', ARGV[1], ARGV[3] .. ' under lease ' .. lease .. ', now ' .. holder,
+    ttl0, ARGV[1], lease)
+  return {'stale', holder}
+end
 -- cjson encodes an empty table as {}; msgs is never empty here when ARGV[2] had messages.
 if #msgs == 0 then
   redis.call('HSET', KEYS[1], 'msgs', '[]')
@@ -43,14 +59,14 @@ if state == 'ended' then
   -- A message that landed after the end (cancelled mid-post) or that the bot only learned of now
   -- (a click on it): recorded, and the ask's messages are not done until it is redrawn too.
   redis.call('HSET', KEYS[1], 'finalized', 0, 'lease_until', 0)
-  audit(KEYS[2], now, ARGV[3] .. '_after_end', ARGV[1], ARGV[5], ttl)
+  audit(KEYS[2], now, ARGV[3] .. '_after_end', ARGV[1], ARGV[5], ttl, ARGV[1], lease)
   return {'ended', ''}
 end
 if ARGV[6] == '1' then
-  audit(KEYS[2], now, ARGV[3], ARGV[1], ARGV[5], ttl)
+  audit(KEYS[2], now, ARGV[3], ARGV[1], ARGV[5], ttl, ARGV[1], lease)
   return {'ok', state}
 end
 -- The post landed: no delivery is in flight any more (finalize.lua waits for none).
 if state == 'accepted' then redis.call('HSET', KEYS[1], 'state', 'posted', 'lease_until', 0) end
-audit(KEYS[2], now, ARGV[3], ARGV[1], ARGV[5], ttl)
+audit(KEYS[2], now, ARGV[3], ARGV[1], ARGV[5], ttl, ARGV[1], lease)
 return {'ok', state}

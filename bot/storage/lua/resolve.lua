@@ -7,25 +7,37 @@
 -- ARGV[6] audit event, ARGV[7] audit detail, ARGV[8] expected state ('' = any pending state),
 -- ARGV[9] the votes of an ask nobody voted on: 'null' (no approval) or '[]' (approval),
 -- ARGV[10] '1' when intake ends the ask without posting it (releases the delivery lease),
--- ARGV[11] a reason the ended messages show, kept in the record for every redraw ('' = none)
+-- ARGV[11] a reason the ended messages show, kept in the record for every redraw ('' = none),
+-- ARGV[12] lease owner and ARGV[13] lease token when the ending is made under an intake lease
+-- ('' = not leased: a person, the sweeper, an agent's cancel), ARGV[14] the replica ending it
 -- Returns {'won', result, msgs} | {'ended', outcome} | {'late', deadline} | {'missing'} | {'moved', state}
+--       | {'stale', holder} (fenced: the lease is no longer the current one; nothing changed)
 local now = now_ms()
 local f = redis.call('HMGET', KEYS[1], 'state', 'deadline_ms', 'outcome', 'votes')
 local state = f[1]
 if not state then return {'missing'} end
+local replica = ARGV[14] or ''
+local lease = ''
+if (ARGV[13] or '') ~= '' then lease = ARGV[12] .. '#' .. ARGV[13] end
+local holder = stale_lease(KEYS[1], now, ARGV[12], ARGV[13])
+if holder then
+  audit(KEYS[2], now, 'refused_stale', ARGV[3], ARGV[6] .. ' under lease ' .. lease .. ', now ' .. holder,
+    tonumber(ARGV[4]), replica, lease)
+  return {'stale', holder}
+end
 -- Intake ends it without posting: no delivery in flight holds back the clean-up (finalize.lua).
 if ARGV[10] == '1' then redis.call('HSET', KEYS[1], 'lease_until', 0) end
 if state == 'ended' then
-  audit(KEYS[2], now, 'refused_ended', ARGV[3], ARGV[6], tonumber(ARGV[4]))
+  audit(KEYS[2], now, 'refused_ended', ARGV[3], ARGV[6], tonumber(ARGV[4]), replica, lease)
   return {'ended', f[3]}
 end
 if ARGV[8] ~= '' and state ~= ARGV[8] then return {'moved', state} end
 local deadline = tonumber(f[2] or '0')
 if ARGV[5] == '1' and deadline > 0 and now >= deadline then
-  audit(KEYS[2], now, 'refused_late', ARGV[3], ARGV[6], tonumber(ARGV[4]) + 86400000)
+  audit(KEYS[2], now, 'refused_late', ARGV[3], ARGV[6], tonumber(ARGV[4]) + 86400000, replica, lease)
   return {'late', tostring(deadline)}
 end
 local out = write_result(KEYS, now, ARGV[1], ARGV[2], votes_json(f[4], ARGV[9] or 'null'), ARGV[3],
-  tonumber(ARGV[4]), ARGV[6], ARGV[7])
+  tonumber(ARGV[4]), ARGV[6], ARGV[7], replica, lease)
 if out[1] == 'won' and (ARGV[11] or '') ~= '' then redis.call('HSET', KEYS[1], 'reason', ARGV[11]) end
 return out

@@ -4,7 +4,8 @@
 -- KEYS[1] ask hash, KEYS[2] audit list, KEYS[3] reply_to list
 -- ARGV[1] voter id, ARGV[2] voter as result JSON ({"id":...,"name":...}), ARGV[3] option index,
 -- ARGV[4] votes needed (approval.count), ARGV[5] '1' when the option is a veto,
--- ARGV[6] the result prefix for "this vote decides" (as resolve.lua's ARGV[2]), ARGV[7] retention_ms
+-- ARGV[6] the result prefix for "this vote decides" (as resolve.lua's ARGV[2]), ARGV[7] retention_ms,
+-- ARGV[8] the replica counting the vote (named in the audit; absent from a previous version)
 -- Only the option just voted for can reach its count with this vote (a changed vote only takes
 -- one away from another option), so the deciding option is always ARGV[3] and its voter ARGV[1].
 -- Returns {'won', result, msgs} | {'counted', votes} | {'same', votes} | {'ended', outcome}
@@ -53,7 +54,7 @@ if ARGV[5] == '1' or n >= tonumber(ARGV[4]) then
   if ARGV[5] == '1' then ending = 'vetoed' end
   audit(KEYS[2], now, event, ARGV[1], detail, ttl)
   return write_result(KEYS, now, 'answered', ARGV[6], votes_json(stored, '[]'), ARGV[1], retention,
-    ending, detail .. ' has ' .. n .. ' of ' .. ARGV[4])
+    ending, detail .. ' has ' .. n .. ' of ' .. ARGV[4], ARGV[8] or '', '')
 end
 audit(KEYS[2], now, event, ARGV[1], detail .. ' has ' .. n .. ' of ' .. ARGV[4], ttl)
 return {'counted', votes_json(stored, '[]')}
