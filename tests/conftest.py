@@ -8,6 +8,7 @@ uses its own key prefix and deletes only the keys under it.
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -38,6 +39,37 @@ _REDIS_URL, _REDIS_KIND = _choose_redis()
 
 def pytest_report_header() -> list[str]:
     return [f"slack-ask tests use {_REDIS_KIND}: {_REDIS_URL}"]
+
+
+@functools.cache
+def _module_starts_processes(path: str) -> bool:
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    return any(line in source for line in ("import subprocess", "create_subprocess_", "BotProc("))
+
+
+def _starts_processes(item: pytest.Item) -> bool:
+    return _module_starts_processes(str(item.path))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests that talk to a Redis and those of the inner loop, and start the slow ones first.
+
+    ``redis``: the test asks for ``redis_url`` (every Redis fixture does) or says so itself; the run
+    without Redis (``.ci/without-redis``) selects these, the rest never touch a Redis and run the same
+    in both (docs/development.md). ``fast`` (``make test-fast``): no Redis, not slow, no browser, no
+    wall-clock bound, and a module that starts no child process. Slow first: pytest-xdist hands tests
+    out in this order, so the minute-long ones (chaos, topologies) run beside the short ones instead
+    of forming the tail.
+    """
+    for item in items:
+        if "redis_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.redis)
+        if not any(item.get_closest_marker(m) for m in ("redis", "slow", "browser", "serial")) and (
+            not _starts_processes(item)
+        ):
+            item.add_marker(pytest.mark.fast)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: otherwise in order
 
 
 def pytest_sessionfinish() -> None:

@@ -28,6 +28,7 @@ __all__ = [
     "SentinelGroup",
     "TcpProxy",
     "cluster",
+    "cluster_node_port",
     "private_redis",
     "redis_server",
     "sentinel_group",
@@ -66,9 +67,19 @@ def _answers(port: int) -> bool:
         return False
 
 
-def _bus_safe_port() -> int:
-    # A cluster node's bus listens on port + 10000, which must be a valid port too.
-    return next(p for p in iter(free_port, 0) if p < 55_000)
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def cluster_node_port() -> int:
+    """A free port for a cluster node whose bus port (port + 10000) is a valid port and free too: with
+    the suite in parallel, another worker's server may hold the port 10000 above a free one."""
+    return next(p for p in iter(free_port, 0) if p < 55_000 and _bindable(p + 10_000))
 
 
 @dataclass
@@ -269,7 +280,7 @@ def cluster(masters: int = 3) -> Iterator[Cluster]:
                     "--cluster-node-timeout",
                     "3000",
                 ],
-                _bus_safe_port(),
+                cluster_node_port(),
                 workdir,
             )
             node.start()

@@ -37,7 +37,7 @@ from bot.storage.embedded import free_port
 from tests.harness import SIGNING_SECRET, interactive_elements
 from tests.redis_procs import BotProc, redis_server
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.redis]
 
 ASKS = int(os.environ.get("SLACK_ASK_CHAOS_ASKS", "300"))
 SEND_FOR_S = 40.0

@@ -15,8 +15,12 @@ import pytest
 import redis
 from redis.asyncio import Redis
 
-from bot.storage.embedded import free_port, redis_answers
+from bot.storage.embedded import redis_answers
 from tests.harness import Harness
+from tests.redis_procs import cluster_node_port
+
+# One worker runs the module (pytest-xdist): its tests share the cluster node, a module fixture.
+pytestmark = [pytest.mark.redis, pytest.mark.xdist_group("cluster")]
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +28,7 @@ def cluster_port() -> Iterator[int]:
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.skip("needs a redis-server binary to start a cluster node")
-    # The cluster bus listens on port + 10000, which must be a valid port too.
-    port = next(p for p in iter(free_port, 0) if p < 55_000)
+    port = cluster_node_port()
     workdir = tempfile.mkdtemp(prefix="slack-ask-cluster-")
     proc = subprocess.Popen(
         [

@@ -44,6 +44,7 @@ def verdicts(lines: list[str]) -> dict[str, str]:
     return {line.split(" ", 1)[1].lstrip().split(":")[0]: line.split(" ", 1)[0] for line in lines}
 
 
+@pytest.mark.redis  # a private redis-server of its own (skipped where there is none)
 async def test_doctor_passes_every_check_on_a_ready_workspace_and_redis(fake_slack: Any) -> None:
     with private_redis("--maxmemory-policy", "noeviction") as port:
         code, lines = await doctor(fake_slack, f"redis://127.0.0.1:{port}/0")
@@ -101,6 +102,7 @@ async def test_doctor_fails_a_default_channel_that_does_not_exist(fake_slack: An
     assert "C0NOPE not found" in line_about(lines, "default channel")
 
 
+@pytest.mark.redis  # a private redis-server of its own (skipped where there is none)
 async def test_doctor_fails_a_redis_that_may_evict_keys(fake_slack: Any) -> None:
     with private_redis("--maxmemory-policy", "allkeys-lru") as port:
         code, lines = await doctor(fake_slack, f"redis://127.0.0.1:{port}/0")
@@ -110,6 +112,7 @@ async def test_doctor_fails_a_redis_that_may_evict_keys(fake_slack: Any) -> None
     assert {v for k, v in verdicts(lines).items() if not k.startswith("Redis")} == {"ok"}
 
 
+@pytest.mark.redis  # a private redis-server of its own (skipped where there is none)
 async def test_doctor_warns_when_redis_hides_its_eviction_policy(fake_slack: Any) -> None:
     with private_redis("--rename-command", "CONFIG", "") as port:
         code, lines = await doctor(fake_slack, f"redis://127.0.0.1:{port}/0")
@@ -118,6 +121,7 @@ async def test_doctor_warns_when_redis_hides_its_eviction_policy(fake_slack: Any
     assert line.startswith("warn") and "unknown" in line
 
 
+@pytest.mark.redis  # a private redis-server of its own (skipped where there is none)
 async def test_doctor_fails_an_unreachable_redis_without_printing_its_password(fake_slack: Any) -> None:
     with private_redis() as port:
         pass  # started and stopped: nothing listens on that port now

@@ -100,6 +100,8 @@ async def test_two_replicas_together_stay_within_the_post_and_update_limits(limi
     assert limited_calls(h) == {}, h.fake.limits.stats()
 
 
+# Wall-clock bound on the bot's own work: run alone (`make test` runs `serial` tests after the parallel ones).
+@pytest.mark.serial
 async def test_a_burst_of_a_hundred_clicks_is_acked_in_time_and_every_message_ends(limited: Harness) -> None:
     if REDIS_IS_FAKE:
         # Slack's 3 s is a bound on the bot's Redis work: fakeredis serves it from a thread of this
@@ -131,6 +133,8 @@ async def test_a_burst_of_a_hundred_clicks_is_acked_in_time_and_every_message_en
     assert limited_calls(h) == {}, h.fake.limits.stats()
 
 
+# Wall-clock bound on the bot's own work: run alone (`make test` runs `serial` tests after the parallel ones).
+@pytest.mark.serial
 async def test_a_busy_channel_holds_back_no_ask_to_another_channel(limited: Harness) -> None:
     h = limited
     [busy] = channels(h, 1, tag="BUSY")

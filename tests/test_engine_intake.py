@@ -51,6 +51,7 @@ async def test_a_malformed_cancel_is_parked_not_dropped(redis: Redis, prefix: st
     assert fields[b"reason"].startswith(b"invalid_envelope")
 
 
+@pytest.mark.redis  # a private redis-server of its own (skipped where there is none)
 async def test_the_bot_warns_when_redis_may_evict_asks(caplog: pytest.LogCaptureFixture) -> None:
     embedded = start_embedded_redis()
     if embedded.kind == "fakeredis":

@@ -499,11 +499,18 @@ async def test_a_client_that_disconnects_mid_body_leaves_no_traceback(harness: H
 
 
 async def test_an_ask_leaves_its_channel_set_when_it_ends(harness: Harness) -> None:
+    # Slack's answer to the post comes 0.3 s after the message shows: the window a loaded machine opens.
+    harness.fake.reply_latency["chat.postMessage"] = 0.3
     env = harness.envelope(DEPLOY)
     await harness.send(env)
     [message] = await harness.posted()
     chan = f"{harness.prefix}:chan:C0DEPLOY"
-    assert await harness.redis.scard(chan) == 1
+
+    async def joined() -> bool:
+        return await harness.redis.scard(chan) == 1
+
+    # The bot records the message (and the channel set) once Slack's answer to the post is back.
+    assert await _eventually(joined, 5)
     await harness.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:0")
     await harness.ended("C0DEPLOY", message.ts)
 

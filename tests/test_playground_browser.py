@@ -26,7 +26,8 @@ from bot.playground.demo import Playground
 if TYPE_CHECKING:
     from playwright.async_api import BrowserContext, Page
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
+# One worker runs the module (pytest-xdist): one Chromium at a time, on a machine of two cores.
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(120), pytest.mark.xdist_group("chromium")]
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; Playwright's own browser downloads are never used

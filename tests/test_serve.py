@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 import aiohttp
+import pytest
 from redis.asyncio import Redis
 
 from bot.storage.embedded import free_port
@@ -32,6 +33,25 @@ def _serve(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
         timeout=60,
         check=False,
     )
+
+
+async def _until_healthy(
+    session: aiohttp.ClientSession, proc: asyncio.subprocess.Process, port: int, timeout: float = 45
+) -> None:
+    """Poll ``/healthz`` until the served process answers 200 (it starts in seconds, or in tens of
+    seconds on a loaded machine: the bound is the test's, not a guess at the start-up time)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        assert proc.returncode is None, f"serve exited with {proc.returncode} before /healthz answered"
+        try:
+            async with session.get(f"http://127.0.0.1:{port}/healthz") as response:
+                if response.status == 200:
+                    return
+        except aiohttp.ClientError:
+            pass
+        assert loop.time() < deadline, f"serve did not answer /healthz within {timeout} s"
+        await asyncio.sleep(0.05)
 
 
 def test_serve_without_a_bot_token_says_which_setting_in_one_line() -> None:
@@ -72,6 +92,8 @@ def test_serve_in_http_mode_never_prints_its_secrets() -> None:
     assert "very-secret" not in done.stderr + done.stdout
 
 
+# The start-up wait (45 s at most) plus the ask's own bounds: more than the suite's default 60 s.
+@pytest.mark.timeout(120)
 async def test_serve_answers_an_ask_end_to_end_and_stops_cleanly(
     fake_slack: Any, redis: Redis, redis_url: str, prefix: str
 ) -> None:
@@ -101,14 +123,7 @@ async def test_serve_answers_an_ask_end_to_end_and_stops_cleanly(
     )
     try:
         async with aiohttp.ClientSession() as session:
-            for _ in range(200):
-                try:
-                    async with session.get(f"http://127.0.0.1:{port}/healthz") as response:
-                        if response.status == 200:
-                            break
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.05)
+            await _until_healthy(session, proc, port)
             async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
                 assert "slack_ask_results_total" in await response.text()
         reply_to = f"{prefix}:reply:served"

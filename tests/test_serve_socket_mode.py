@@ -163,6 +163,7 @@ async def test_serve_in_socket_mode_with_an_app_token_slack_refuses_exits_2_nami
     assert "xapp-refused-value" not in "\n".join(served.lines)
 
 
+@pytest.mark.redis  # a private redis-server of its own (skipped where there is none)
 @pytest.mark.parametrize("log_format", ["text", "json"])
 async def test_serve_logs_name_the_ask_and_never_print_a_secret(log_format: str) -> None:
     fake = FakeSlack.with_demo_workspace(signing_secret=SIGNING, bot_token=BOT_TOKEN, app_token=APP_TOKEN)
@@ -221,6 +222,7 @@ def test_log_lines_mask_secrets_redis_passwords_and_token_shapes_whoever_logs_th
     assert (second["message"], second["ask_id"]) == ("posted", "ask-77")
 
 
+@pytest.mark.redis  # a private redis-server of its own (skipped where there is none)
 async def test_health_app_says_503_when_a_loop_stops_or_redis_goes_away(
     fake_slack: FakeSlack, prefix: str
 ) -> None:

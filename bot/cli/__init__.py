@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import bot
 
-__all__ = ["EXIT_USAGE", "build_parser", "installed_version", "main"]
+__all__ = ["COMMAND_MODULES", "EXIT_USAGE", "build_parser", "installed_version", "main"]
 
 EXIT_USAGE = 2
 
@@ -29,6 +29,22 @@ _SUBCOMMANDS = (
     "bot.cli.doctor",
 )
 
+# The module that registers each command: `main` imports only that one, so `slack-ask ask` (run by
+# agents for every question) and `serve` do not pay a second for importing the MCP SDK. `--help`, no
+# command or an unknown one import them all (tests/test_cli_ask.py checks this table against them).
+COMMAND_MODULES = {
+    "serve": "bot.cli.serve",
+    "demo": "bot.cli.demo",
+    "ask": "bot.cli.ask",
+    "mcp": "bot.mcp_server",
+    "list": "bot.cli.ops",
+    "status": "bot.cli.ops",
+    "cancel": "bot.cli.ops",
+    "dismiss": "bot.cli.ops",
+    "check": "bot.cli.check",
+    "doctor": "bot.cli.doctor",
+}
+
 
 def installed_version() -> str:
     """The installed package's version (``slack-ask --version``, the MCP handshake's serverInfo)."""
@@ -38,14 +54,14 @@ def installed_version() -> str:
         return bot.__version__
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(modules: Sequence[str] = _SUBCOMMANDS) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="slack-ask",
         description="Ask people structured questions in Slack on behalf of software agents.",
     )
     parser.add_argument("--version", action="version", version=f"slack-ask {installed_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in _SUBCOMMANDS:
+    for name in modules:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -57,7 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else list(argv)
+    module = COMMAND_MODULES.get(words[0]) if words else None
+    parser = build_parser(_SUBCOMMANDS if module is None else (module,))
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:
