@@ -108,7 +108,7 @@ class AcceptVerdict:
 
 @dataclass(frozen=True, slots=True)
 class ResolveVerdict:
-    verdict: Literal["won", "ended", "late", "missing", "moved"]
+    verdict: Literal["won", "ended", "late", "missing", "moved", "expired"]
     result: StoredResult | None = None
     messages: list[PostedMessage] = field(default_factory=list)
     detail: str = ""
@@ -126,15 +126,18 @@ class Vote:
     option: int
     result_prefix: str
     """The result should this vote decide (the usual single-question result for ``option``)."""
+    not_after_ms: int = 0
+    """Refused (``expired``) when it reaches Redis after this Redis time (0: never; ``bot.engine.acts``)."""
 
 
 @dataclass(frozen=True, slots=True)
 class VoteVerdict:
     """``won``: this vote decided (``result``, ``messages`` as for resolve); ``counted``: recorded,
     undecided; ``same``: a repeat of the voter's current vote, nothing changed; ``ended``, ``late``,
-    ``missing``: refused, nothing changed. ``votes`` is the result-form list after the vote."""
+    ``missing``, ``expired`` (it reached Redis after ``Vote.not_after_ms``): refused, nothing changed.
+    ``votes`` is the result-form list after the vote."""
 
-    verdict: Literal["won", "counted", "same", "ended", "late", "missing"]
+    verdict: Literal["won", "counted", "same", "ended", "late", "missing", "expired"]
     votes: list[ResultVote] = field(default_factory=list)
     result: StoredResult | None = None
     messages: list[PostedMessage] = field(default_factory=list)
@@ -172,6 +175,8 @@ class Resolution:
     release_lease: bool = False
     """Intake ends the ask without posting it (refused, unavailable, parked): no delivery is in flight,
     so its clean-up need not wait for the intake lease (``finalize.lua``)."""
+    not_after_ms: int = 0
+    """A person's act: refused (``expired``) when it reaches Redis after this Redis time (0: never)."""
 
 
 class AuditEntry(BaseModel):

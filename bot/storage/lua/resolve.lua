@@ -6,12 +6,17 @@
 -- ARGV[3] actor id ('' = none), ARGV[4] retention_ms, ARGV[5] refuse_after_deadline ('1'/'0'),
 -- ARGV[6] audit event, ARGV[7] audit detail, ARGV[8] expected state ('' = any pending state),
 -- ARGV[9] the votes of an ask nobody voted on: 'null' (no approval) or '[]' (approval),
--- ARGV[10] '1' when intake ends the ask without posting it (releases the delivery lease)
+-- ARGV[10] '1' when intake ends the ask without posting it (releases the delivery lease),
+-- ARGV[11] a person's act: the Redis time (ms) after which it is refused ('0' or absent = never)
 -- Returns {'won', result, msgs} | {'ended', outcome} | {'late', deadline} | {'missing'} | {'moved', state}
+--       | {'expired', not_after}
 local now = now_ms()
 local f = redis.call('HMGET', KEYS[1], 'state', 'deadline_ms', 'outcome', 'votes')
 local state = f[1]
 if not state then return {'missing'} end
+if refused_unconfirmed(KEYS, now, ARGV[11], ARGV[3], ARGV[6], tonumber(ARGV[4])) then
+  return {'expired', ARGV[11]}
+end
 -- Intake ends it without posting: no delivery in flight holds back the clean-up (finalize.lua).
 if ARGV[10] == '1' then redis.call('HSET', KEYS[1], 'lease_until', 0) end
 if state == 'ended' then
