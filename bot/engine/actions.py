@@ -220,7 +220,7 @@ class Actions(Room):
             await self.timers.time_out(loaded)
         elif verdict.verdict == "expired":
             await self._refuse(act, Refusal("unrecorded", render.render_refusal("unrecorded")))
-        else:
+        elif not await self.acts.counted_after_all(act):
             await self._refuse(act, Refusal("ended", render.render_refusal("ended")))
 
     async def on_choose(self, action: BlockAction) -> None:

@@ -239,11 +239,28 @@ class Acts(Room):
         if loaded is not None and act.counted(loaded):
             log.info("%s counted after all; told so", act.name)
             await self.tell(act, render.render_refusal("confirmed"))
-            if loaded.state == "ended" and loaded.result is not None and not loaded.finalized:
-                # The ending's own redraw never ran: its messages are finished now, not by the
-                # clean-up timer FINALIZE_AFTER_MS later.
-                await self.endings.finish_messages(loaded.record, loaded.messages, loaded.result, loaded.by)
+            await self._finish(loaded)
             return
         log.info("%s did not count; told so", act.name)
         ended = loaded is not None and loaded.state == "ended"
         await self.tell(act, render.render_refusal("ended" if ended else "unrecorded"))
+
+    async def counted_after_all(self, act: Act) -> bool:
+        """Whether an act its write called ``ended`` (or ``missing``) is in fact the one that ended the
+        ask: a write whose answer a dropped connection lost is sent again on a fresh one (redis-py's
+        retry), and finds the ask ended by itself. Then it is recorded, not refused."""
+        assert act.ref is not None and act.counted is not None
+        act.phase = "sent"  # not known yet: a failure of this look settles it
+        loaded = await self.look(act, act.ref)
+        act.phase = "done"
+        if loaded is None or not act.counted(loaded):
+            return False
+        act.recorded = True
+        await self._finish(loaded)
+        return True
+
+    async def _finish(self, loaded: LoadedAsk) -> None:
+        """The ending's own redraw never ran: its messages are finished now, not by the clean-up timer
+        ``FINALIZE_AFTER_MS`` later."""
+        if loaded.state == "ended" and loaded.result is not None and not loaded.finalized:
+            await self.endings.finish_messages(loaded.record, loaded.messages, loaded.result, loaded.by)

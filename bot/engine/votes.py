@@ -84,7 +84,7 @@ class Votes(Room):
             await self.timers.time_out(loaded)
         elif verdict.verdict == "expired":
             await self._refuse(act, Refusal("unrecorded", render.render_refusal("unrecorded")))
-        else:
+        elif not await self.acts.counted_after_all(act):
             await self._refuse(act, Refusal("ended", render.render_refusal("ended")))
 
     async def _refuse(self, act: Act, refusal: Refusal) -> None:
