@@ -121,11 +121,10 @@ class Actions(Room):
     async def _refuse(
         self, act: Act, refusal: Refusal, *, channel: str | None = None, ts: str | None = None
     ) -> None:
-        """Tell the person why their act changed nothing; then (told first, whatever Redis does) audit
-        it, and heal the message they acted on if the ask has ended: it may be a stray the bot never
-        recorded (a crash between post and record), or an update that has not landed yet."""
-        act.phase = "done"
-        await self.acts.tell(act, refusal.text)
+        """Tell the person why their act changed nothing (``Acts.refuse``), then heal the message they
+        acted on if the ask has ended: it may be a stray the bot never recorded (a crash between post
+        and record), or an update that has not landed yet."""
+        await self.acts.refuse(act, refusal)
         if refusal.ended is not None and channel and ts:
             ended = refusal.ended
             assert ended.result is not None
@@ -138,8 +137,6 @@ class Actions(Room):
             await self.endings.finish_messages(
                 ended.record, [*ended.messages, *stray], ended.result, ended.by
             )
-        if refusal.audit is not None and act.ref is not None:
-            await self.store.audit(act.ref.tag, act.ref.ask_id, refusal.audit, by=act.user.id)
 
     async def _actionable(self, action: BlockAction, act: Act, *, soon: bool = False) -> LoadedAsk | None:
         """The ask a button belongs to, or None after telling the clicker privately why not."""

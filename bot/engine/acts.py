@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 from redis.exceptions import RedisError
 
 from bot import render
-from bot.engine.room import Room, Shared
+from bot.engine.room import Refusal, Room, Shared
 from bot.errors import SlackError, StoreError
 from bot.ids import AskRef
 from bot.slack.interactions import BlockAction, SlackUser
@@ -187,6 +187,13 @@ class Acts(Room):
             await self.slack.ephemeral(act.channel, act.user.id, text)
         except SlackError as exc:
             log.info("could not tell %s privately: %s", act.user.id, exc)
+
+    async def refuse(self, act: Act, refusal: Refusal) -> None:
+        """The act changed nothing: told why first, then audited (whatever Redis does, they hear it)."""
+        act.phase = "done"
+        await self.tell(act, refusal.text)
+        if refusal.audit is not None and act.ref is not None:
+            await self.store.audit(act.ref.tag, act.ref.ask_id, refusal.audit, by=act.user.id)
 
     async def run(self, act: Act, work: Awaitable[None]) -> None:
         """Run an act's work; Redis failing is one log line and a private word, never silence."""

@@ -55,13 +55,12 @@ class Votes(Room):
         if rec.approval.exclude_requester:
             requester = await self._is_requester(rec, user.id)
             if requester is None:
-                await self._refuse(act, Refusal("requester_unknown", REQUESTER_UNKNOWN))
+                await self.acts.refuse(act, Refusal("requester_unknown", REQUESTER_UNKNOWN))
                 return
             if requester:
                 METRICS.refusals.labels(kind="requester").inc()
-                await self._refuse(
-                    act, Refusal("requester", render.render_refusal("requester"), audit="refused_requester")
-                )
+                refusal = Refusal("requester", render.render_refusal("requester"), audit="refused_requester")
+                await self.acts.refuse(act, refusal)
                 return
         question = rec.request.questions[0]
         # Exactly the result of one person choosing this option, should this vote decide.
@@ -80,21 +79,12 @@ class Votes(Room):
             pass  # a repeat of the vote already counted changes nothing
         elif verdict.verdict == "late":
             METRICS.refusals.labels(kind="late").inc()
-            await self._refuse(act, Refusal("late", render.render_refusal("late")))
+            await self.acts.refuse(act, Refusal("late", render.render_refusal("late")))
             await self.timers.time_out(loaded)
         elif verdict.verdict == "expired":
-            await self._refuse(act, Refusal("unrecorded", render.render_refusal("unrecorded")))
+            await self.acts.refuse(act, Refusal("unrecorded", render.render_refusal("unrecorded")))
         elif not await self.acts.counted_after_all(act):
-            await self._refuse(act, Refusal("ended", render.render_refusal("ended")))
-
-    async def _refuse(self, act: Act, refusal: Refusal) -> None:
-        """Told first, then audited (whatever Redis does, the person hears why)."""
-        act.phase = "done"
-        await self.acts.tell(act, refusal.text)
-        if refusal.audit is not None:
-            rec_ref = act.ref
-            assert rec_ref is not None
-            await self.store.audit(rec_ref.tag, rec_ref.ask_id, refusal.audit, by=act.user.id)
+            await self.acts.refuse(act, Refusal("ended", render.render_refusal("ended")))
 
     async def redraw(self, rec: AskRecord) -> None:
         """Draw the current tally on every message of a pending approval ask.
