@@ -137,8 +137,20 @@ sends (its write reaches Redis late); held from the next answer Redis gives one 
 reply comes late)."""
 
 
-async def partitioner(proxy: TcpProxy, rng: random.Random, stop: asyncio.Event, counts: Counter[str]) -> None:
-    """Cut the proxied replica off from Redis every few seconds, each kind of cut once, in turn."""
+async def partitioner(
+    proxy: TcpProxy,
+    rng: random.Random,
+    stop: asyncio.Event,
+    counts: Counter[str],
+    serving: Callable[[], Awaitable[bool]],
+) -> None:
+    """Cut the proxied replica off from Redis every few seconds, each kind of cut once, in turn; the
+    first once it serves (a replica that cannot reach Redis at start does not start)."""
+    while not await serving():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 0.2)
+        if stop.is_set():
+            return
     first = rng.randrange(len(CUTS))
     while not stop.is_set() and counts.total() < len(CUTS):
         with contextlib.suppress(TimeoutError):
@@ -318,6 +330,12 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str) -
                 await asyncio.sleep(0.2)
             return web.Response(status=502)
 
+        async def serving() -> bool:
+            with contextlib.suppress(aiohttp.ClientError):
+                async with lb_session.get(f"http://127.0.0.1:{cut_off.port}/healthz") as answer:
+                    return answer.status == 200
+            return False
+
         lb = web.Application()
         lb.router.add_post("/slack/events", balance)
         lb_runner = web.AppRunner(lb, access_log=None)
@@ -384,7 +402,7 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str) -
         chaos = [
             asyncio.create_task(killer()),
             asyncio.create_task(slack_weather()),
-            asyncio.create_task(partitioner(proxy, rng, stop_chaos, partitions)),
+            asyncio.create_task(partitioner(proxy, rng, stop_chaos, partitions, serving)),
         ]
         restart = asyncio.create_task(redis_restart())
         try:
