@@ -4,9 +4,10 @@ privately and can try again. An act the person was told failed never counts late
 
 An :class:`Act` follows one person's act through three phases:
 
-* ``before``: nothing of it is written. The ask is read (``Store.look``, within ``READ_BUDGET_S``),
-  who-may-answer decided, a message the record lacks learned of (within ``READ_BUDGET_S`` too). A
-  Redis failure here (an error, or no answer in time) is told at once: not recorded, try again.
+* ``before``: nothing of it is written. The ask is read (``Store.look``, within ``READ_BUDGET_S`` for
+  a form's open or submission, ``CLICK_READ_BUDGET_S`` for a click Slack already has its ack for),
+  who-may-answer decided, a message the record lacks learned of (within the same bound). A Redis
+  failure here (an error, or no answer in time) is told at once: not recorded, try again.
 * ``sent``: its one write (``resolve.lua`` or ``vote.lua``) is on its way with a deadline in Redis
   time (``not_after_ms``: the look's Redis time, plus the time since, plus ``WRITE_BUDGET_S``), and
   the bot waits for its answer until ``CLOCK_MARGIN_S`` after that deadline. Without an answer by
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from bot.engine.endings import Endings
 
 __all__ = [
+    "CLICK_READ_BUDGET_S",
     "CLOCK_MARGIN_S",
     "READ_BUDGET_S",
     "SETTLE_FOR_S",
@@ -61,9 +63,13 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 READ_BUDGET_S = 1.0
-"""What one Redis step of an act before its write may take (the look, learning a message): a form's
-submission is acked and a form opened (its ``trigger_id`` lives 3 s) well inside Slack's 3 s."""
-WRITE_BUDGET_S = 2.0
+"""What one Redis step of a form's open or submission may take before its write (the look, learning
+a message): the submission is acked, and the form opened (its ``trigger_id`` lives 3 s), well inside
+Slack's 3 s."""
+CLICK_READ_BUDGET_S = 3.0
+"""The same for a click, which Slack has had its ack for: a slow Redis still counts it, a gone one
+is told within seconds."""
+WRITE_BUDGET_S = 3.0
 """How long after it is sent (in Redis time) an act's write may still count."""
 CLOCK_MARGIN_S = 0.25
 """How much longer than ``WRITE_BUDGET_S`` the bot waits for the write's answer: covers the gap
@@ -103,12 +109,16 @@ class Act:
         return cls(action.user, action.ref, action.channel, kind=kind, response_url=action.response_url)
 
     @property
+    def read_budget_s(self) -> float:
+        return CLICK_READ_BUDGET_S if self.kind == "click" else READ_BUDGET_S
+
+    @property
     def name(self) -> str:
         return f"the {self.kind} of {self.user.id} on {self.ref.ask_id if self.ref else 'an unknown ask'}"
 
     async def before(self, work: Awaitable[_T]) -> _T:
-        """A Redis step before the write, within ``READ_BUDGET_S``."""
-        async with asyncio.timeout(READ_BUDGET_S):
+        """A Redis step before the write, within ``read_budget_s``."""
+        async with asyncio.timeout(self.read_budget_s):
             return await work
 
     def arm(self) -> int:
@@ -167,8 +177,8 @@ class Acts(Room):
         self.endings = endings
 
     async def look(self, act: Act, ref: AskRef) -> LoadedAsk | None:
-        """The ask, read within ``READ_BUDGET_S``; its Redis time anchors the act's write."""
-        async with asyncio.timeout(READ_BUDGET_S):
+        """The ask, read within the act's ``read_budget_s``; its Redis time anchors the act's write."""
+        async with asyncio.timeout(act.read_budget_s):
             loaded, redis_ms = await self.store.look(ref.tag, ref.ask_id)
         act.anchor = (redis_ms, time.monotonic())
         return loaded
