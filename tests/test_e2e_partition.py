@@ -23,6 +23,7 @@ from bot.storage.buckets import Buckets
 from bot.storage.scripts import script_source
 from tests.harness import Harness, interactive_elements
 from tests.redis_procs import TcpProxy
+from tests.test_reliability import _post_as_the_bot
 
 DEPLOY = {"id": "deploy", "question": "Deploy build 42?", "options": ["Yes", "No"]}
 FEATURES: dict[str, Any] = {
@@ -32,7 +33,7 @@ FEATURES: dict[str, Any] = {
     ]
 }
 ANSWERS = {"answer:0": ["Metrics"], "answer:1": "MySQL"}
-ACTS = "bot.engine.act"  # bot.engine.acts and bot.engine.actions
+ACTS = "bot.engine.act"  # the names of bot.engine.acts and bot.engine.actions start so
 UNRECORDED = render.render_refusal("unrecorded")
 UNCONFIRMED = render.render_refusal("unconfirmed")
 CONFIRMED = render.render_refusal("confirmed")
@@ -119,7 +120,7 @@ async def test_a_submission_redis_cannot_take_gets_an_error_in_the_form_within_t
     await h.fake.click("U0BOB", "C0DEPLOY", message.ts, "slack_ask:open")
     [view] = await h.fake.wait_for(lambda: h.fake.open_views("U0BOB"), what="the form")
     await _cut(proxy, fault)
-    with caplog.at_level(logging.WARNING, logger=ACTS):
+    with caplog.at_level(logging.WARNING, logger="bot.engine"):
         response = await h.fake.fill_and_submit("U0BOB", view.id, ANSWERS)
     assert response.status == 200, response.error or response.text
     assert response.json == {"response_action": "errors", "errors": {"answer:0": UNRECORDED}}
@@ -146,7 +147,7 @@ async def test_a_click_redis_cannot_take_is_told_so_and_counts_when_made_again(
     action = "slack_ask:choose:1" if button == "choose" else "slack_ask:open"
     expected = UNRECORDED if button == "choose" else render.render_refusal("unopened")
     await _cut(proxy, fault)
-    with caplog.at_level(logging.WARNING, logger=ACTS):
+    with caplog.at_level(logging.WARNING, logger="bot.engine"):
         response = await h.fake.click("U0ALICE", "C0DEPLOY", message.ts, action)
         assert response.status == 200, response.error
         await _told_exactly(h.fake, "U0ALICE", [expected])
@@ -246,3 +247,31 @@ async def test_a_form_opens_while_the_pacing_buckets_redis_holds_its_answers(
     await proxy.heal()
     await h.fake.fill_and_submit("U0CAROL", view.id, ANSWERS)
     assert (await h.result(env["reply_to"]))["outcome"] == "answered"
+
+
+async def test_a_copy_slack_tells_of_while_redis_is_away_is_learned_once_redis_answers(
+    cut_off: tuple[Harness, TcpProxy], redis: Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A copy the record lacks (its poster died before recording it) is learned of from Slack's one
+    message event; that event reaching a replica cut off from Redis is retried until Redis answers,
+    so the copy is redrawn when the ask ends."""
+    h, proxy = cut_off
+    env = h.envelope(DEPLOY)
+    await h.send(env)
+    recorded = await _posted(h, env)
+    await proxy.reset()
+    with caplog.at_level(logging.INFO):
+        stray = await _post_as_the_bot(h.fake, "C0DEPLOY", recorded.blocks)
+
+        async def failed() -> bool:  # the look LEARN_AFTER_S after the event (retried, or the listener's end)
+            said = [r.getMessage() for r in caplog.records]
+            return any(f"message C0DEPLOY/{stray}" in m or "listener failed" in m for m in said)
+
+        await _until(failed, what="the event's look to fail")
+    await proxy.heal()
+    key = f"{h.prefix}:{{{env['reply_to']}}}:ask:{env['ask_id']}"
+    await _until(lambda: _has(redis, key, stray), what="the copy learned")
+    await h.send({"v": 1, "ask_id": env["ask_id"], "reply_to": env["reply_to"]}, "cancel")
+    assert (await h.result(env["reply_to"]))["outcome"] == "cancelled"
+    await h.ended("C0DEPLOY", recorded.ts)
+    await h.ended("C0DEPLOY", stray)

@@ -39,6 +39,9 @@ log = logging.getLogger(__name__)
 LEARN_AFTER_S = 2.0
 """How long after Slack tells of one of the bot's messages the record is checked for it."""
 
+LEARN_FOR_S = 60.0
+"""How long a message event whose record Redis cannot take is retried (Slack sends it once)."""
+
 ACK_BUDGET_S = 1.0
 """What a path that must answer Slack within 3 s (a form's ack, a trigger_id's life) may spend on
 who-may-answer; past it, the check is made again after the ack, with retries."""
@@ -150,13 +153,27 @@ class Actions(Room):
         """Slack told of a message this bot posted (its own message event). The replica that posted it
         records it within milliseconds; one still missing from the record ``LEARN_AFTER_S`` later was
         posted by a replica that died before recording it (the one duplicate a crash can make). It
-        is recorded now, so it is redrawn when the ask ends, or at once if the ask has ended."""
+        is recorded now, so it is redrawn when the ask ends, or at once if the ask has ended.
+
+        Slack sends the event once: a Redis that does not answer (this replica cut off from it) is
+        waited out, with backoff, for up to ``LEARN_FOR_S``."""
         await asyncio.sleep(LEARN_AFTER_S)
-        loaded = await self.store.load(ref.tag, ref.ask_id)
-        if loaded is None or any(m.channel == channel and m.ts == ts for m in loaded.messages):
-            return
-        message = PostedMessage(channel=channel, ts=ts)
-        await self._learn(loaded, message)
+        give_up = time.monotonic() + LEARN_FOR_S
+        backoff = 0.25
+        while True:
+            try:
+                loaded = await self.store.load(ref.tag, ref.ask_id)
+                if loaded is None or any(m.channel == channel and m.ts == ts for m in loaded.messages):
+                    return
+                message = PostedMessage(channel=channel, ts=ts)
+                await self._learn(loaded, message)
+                break
+            except UNAVAILABLE as exc:
+                if time.monotonic() + backoff > give_up:
+                    raise
+                log.info("cannot look for message %s/%s in its ask yet (%s)", channel, ts, failure(exc))
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
         if loaded.state == "ended" and loaded.result is not None:
             await self.endings.finish_messages(
                 loaded.record, [*loaded.messages, message], loaded.result, loaded.by
