@@ -83,6 +83,11 @@ async def _posted(h: Harness, env: dict[str, Any]) -> Any:
     [message] = await h.posted()
     key = f"{h.prefix}:{{{env['reply_to']}}}:ask:{env['ask_id']}"
     await _until(lambda: _has(h.redis, key, message.ts), what="the message recorded")
+
+    async def handled() -> bool:  # the replica has read the record's answer too (else it withdraws)
+        return not any(runtime.intake._in_flight for runtime in h.replicas)
+
+    await _until(handled, what="the delivery finished")
     return message
 
 
