@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 
 from bot import render
 from bot.engine.actions import LEARN_AFTER_S
-from bot.playground import FakeSlack
+from bot.playground import FakeSlack, payloads
 from bot.storage.buckets import Buckets
 from bot.storage.scripts import script_source
 from tests.harness import Harness, interactive_elements
@@ -279,3 +279,19 @@ async def test_a_copy_slack_tells_of_while_redis_is_away_is_learned_once_redis_a
     assert (await h.result(env["reply_to"]))["outcome"] == "cancelled"
     await h.ended("C0DEPLOY", recorded.ts)
     await h.ended("C0DEPLOY", stray)
+
+
+async def test_the_same_click_delivered_twice_is_not_told_it_did_not_count(harness: Harness) -> None:
+    """A load balancer resends a click whose first delivery counted (its replica died before it
+    answered): the second finds the ask ended by that very click, and says it counted."""
+    env = harness.envelope(DEPLOY)
+    await harness.send(env)
+    [message] = await harness.posted()
+    await harness.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:1")
+    assert (await harness.result(env["reply_to"]))["answers"][0]["selected"] == [1]
+    await harness.ended("C0DEPLOY", message.ts)
+    body = payloads.form_body(harness.fake.state.interactions[-1].payload)
+    response = await harness.fake.post_raw(body, harness.fake.signed_request(body))
+    assert response.status == 200
+    await _told_exactly(harness.fake, "U0ALICE", [CONFIRMED])
+    assert await harness.no_more_results(env["reply_to"], wait=0.2)

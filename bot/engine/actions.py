@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bot import render, results
-from bot.engine.acts import UNAVAILABLE, Act, Acts, failure
+from bot.engine.acts import UNAVAILABLE, Act, Acts, chose, failure
 from bot.engine.endings import Endings
 from bot.engine.room import Refusal, Room, Shared
 from bot.engine.timers import Timers
@@ -127,7 +127,14 @@ class Actions(Room):
         """Tell the person why their act changed nothing (``Acts.refuse``), then heal the message they
         acted on if the ask has ended: it may be a stray the bot never recorded (a crash between post
         and record), or an update that has not landed yet."""
-        await self.acts.refuse(act, refusal)
+        mine = refusal.ended is not None and act.counted is not None and act.counted(refusal.ended)
+        if mine:
+            # The ask ended with this very act: the same click sent twice (a load balancer's retry)
+            # or made again before its message was redrawn. It counted: not told otherwise.
+            act.phase, act.recorded = "done", True
+            await self.acts.tell(act, render.render_refusal("confirmed"))
+        else:
+            await self.acts.refuse(act, refusal)
         if refusal.ended is not None and channel and ts:
             ended = refusal.ended
             assert ended.result is not None
@@ -242,6 +249,8 @@ class Actions(Room):
         await self.acts.run(act, self._choose(action, act))
 
     async def _choose(self, action: BlockAction, act: Act) -> None:
+        if action.option is not None:
+            act.counted = chose(act.user.id, action.option)  # an ended ask may show this click counted
         loaded = await self._actionable(action, act)
         if loaded is None:
             return

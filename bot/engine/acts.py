@@ -53,6 +53,7 @@ __all__ = [
     "WRITE_BUDGET_S",
     "Act",
     "Acts",
+    "chose",
     "ended_with",
     "failure",
     "voted",
@@ -156,6 +157,21 @@ def ended_with(outcome: str, text: str, user_id: str) -> Counted:
         if envelope is None or envelope.responder is None:
             return False
         return envelope.outcome == outcome and envelope.responder.id == user_id and envelope.text == text
+
+    return check
+
+
+def chose(user_id: str, option: int) -> Counted:
+    """This person's one-click choice of ``option`` counted: their vote for it (an approval ask), or
+    the ask answered by them with that option."""
+
+    def check(loaded: LoadedAsk) -> bool:
+        if loaded.record.approval is not None:
+            return voted(user_id, option)(loaded)
+        result = loaded.result
+        if result is None or result.outcome != "answered" or result.envelope.responder is None:
+            return False
+        return result.envelope.responder.id == user_id and [a.selected for a in result.answers] == [[option]]
 
     return check
 
