@@ -1,7 +1,8 @@
 """Bolt wiring: listeners parse payloads at the edge and hand typed actions to the engine.
 
 Every listener acks first (Slack's 3-second limit), except view submissions, whose ack carries
-validation errors; their slow part (Redis + Slack) runs after the ack.
+validation errors (and "not recorded" when Redis does not answer within its bound); their slow part
+(Redis + Slack) runs after the ack. What Redis failing does to a person's act is bot.engine.acts.
 """
 
 from __future__ import annotations

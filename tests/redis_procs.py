@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -310,7 +311,14 @@ def cluster(masters: int = 3) -> Iterator[Cluster]:
 @dataclass
 class TcpProxy:
     """A loopback TCP proxy in front of a Redis: ``cut()`` drops every connection and refuses new ones
-    until ``restore()``; ``freeze()`` keeps connections open but forwards nothing (a half-open link)."""
+    until ``restore()``; ``freeze()`` keeps connections open but forwards nothing (a half-open link).
+
+    A partition (issue 24): ``blackhole()`` holds every byte, both ways, on every connection (new
+    ones are accepted and held too) and ``heal()`` delivers them all, late and in order, even those
+    of connections the client has closed meanwhile (a write the client gave up on still reaches
+    Redis); ``blackhole(when=b"...")`` starts that with the first chunk containing those bytes, in
+    either direction (a script's sha: its request is held; a reply's text: it ran, its answer is
+    held). ``reset()`` resets every connection (TCP RST) and refuses new connects until ``heal()``."""
 
     target_port: int
     port: int = 0
@@ -320,12 +328,19 @@ class TcpProxy:
     refusing: bool = False
     frozen: set[asyncio.StreamWriter] = field(default_factory=set)
     held: dict[asyncio.StreamWriter, list[bytes]] = field(default_factory=dict)
+    """Replies held back on their way to the client (``hold``) until ``release``."""
     upstream: set[str] = field(default_factory=set)
     """``host:port`` of the proxy's own connections to Redis (as CLIENT LIST shows them)."""
-    """Replies held back on their way to the client (``hold``) until ``release``."""
+    _flowing: asyncio.Event = field(default_factory=asyncio.Event)
+    _trigger: bytes | None = None
+    blackholed: int = 0
+    """Chunks held by the blackhole so far (they flow at the heal)."""
+
+    def __post_init__(self) -> None:
+        self._flowing.set()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port, reuse_address=True)
         self.port = int(self._server.sockets[0].getsockname()[1])
 
     @property
@@ -359,6 +374,12 @@ class TcpProxy:
                 if dst is client and client in self.held:
                     self.held[client].append(data)  # on its way, not there yet
                     continue
+                if self._trigger is not None and self._trigger in data:
+                    self._trigger = None
+                    self._flowing.clear()
+                if not self._flowing.is_set():
+                    self.blackholed += 1
+                    await self._flowing.wait()  # held; the rest waits in the socket's buffer
                 dst.write(data)
                 await dst.drain()
         except (OSError, asyncio.CancelledError):
@@ -392,7 +413,36 @@ class TcpProxy:
                 for data in chunks:
                     client.write(data)
 
+    def blackhole(self, *, when: bytes | None = None) -> None:
+        """Hold every byte from now (or from the first chunk containing ``when``) until ``heal()``."""
+        if when is None:
+            self._flowing.clear()
+        else:
+            self._trigger = when
+
+    async def reset(self) -> None:
+        """Reset every connection (RST, not FIN); refuse new connects (nothing listens) until ``heal()``."""
+        for w in list(self._links):
+            sock = w.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            w.transport.abort()
+        self._links.clear()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+
+    async def heal(self) -> None:
+        """The end of a blackhole (everything held is delivered) or of a reset (connects work again)."""
+        self._trigger = None
+        self._flowing.set()
+        if self._server is None:
+            await self.start()
+
     async def stop(self) -> None:
+        self._flowing.set()
         self.cut()
         if self._server is not None:
             self._server.close()

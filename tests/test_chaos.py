@@ -1,6 +1,8 @@
 """Chaos (issue 11): three replicas as real processes, a few hundred asks of every kind, a replica
 SIGKILLed every few seconds, the fake Slack failing a quarter of its calls (5xx with JSON and with
-plain-text bodies, and 429 windows), and one Redis restart (its own redis-server with AOF).
+plain-text bodies, and 429 windows), and one Redis restart (its own redis-server with AOF). One replica
+(never killed) reaches Redis through a proxy that partitions it (issue 24): blackholed or reset for
+longer than the leases, a few times, while it keeps getting half of the clicks.
 
 The pause mode (issue 24) freezes replicas instead (SIGSTOP past their leases, then SIGCONT): some
 inside a held chat.postMessage reply, some right after a click routed to them, some at a deadline;
@@ -14,11 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import random
 import signal
 import time
+import urllib.parse
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -31,11 +35,14 @@ from aiohttp import web
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from bot import render
+from bot.ids import AskRef
 from bot.playground import FakeSlack
 from bot.storage.check import check_prefix
 from bot.storage.embedded import free_port
+from bot.storage.scripts import script_source
 from tests.harness import SIGNING_SECRET, interactive_elements
-from tests.redis_procs import BotProc, redis_server
+from tests.redis_procs import BotProc, TcpProxy, redis_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
 
@@ -183,6 +190,118 @@ def _socket_inodes(pid: int) -> set[str]:
     return found
 
 
+# -- the partition fault (issue 24) -------------------------------------------------------------
+
+PARTITION_EVERY_S = (2.0, 5.0)
+PARTITION_S = (7.0, 9.0)
+"""How long one cut lasts: longer than every lease of the run (intake 2 x 3 s, timers 2 s)."""
+ACK_LIMIT_S = 3.0
+UNCONFIRMED = render.render_refusal("unconfirmed")
+CONFIRMED = render.render_refusal("confirmed")
+
+
+@dataclass
+class Acks:
+    """What the load balancer saw of the replicas' answers, and which replica got which click."""
+
+    seconds: list[float] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    """Answers that were no ack (not HTTP 200)."""
+    clicks: dict[str, tuple[int, str, int, str]] = field(default_factory=dict)
+    """response_url token -> (replica port, person, option, ask_id)."""
+
+    def record(self, port: int, body: bytes, seconds: float, status: int) -> None:
+        self.seconds.append(seconds)
+        if status != 200:
+            self.refused.append(f"HTTP {status} from {port} after {seconds:.2f}s")
+        raw = urllib.parse.parse_qs(body.decode()).get("payload")
+        if not raw:
+            return  # an event
+        payload = json.loads(raw[0])
+        action = (payload.get("actions") or [{}])[0]
+        ref = AskRef.decode(str(action.get("value") or ""))
+        if payload.get("response_url") and ref is not None and ref.option is not None:
+            token = str(payload["response_url"]).rsplit("/", 1)[-1]
+            self.clicks[token] = (port, str(payload["user"]["id"]), ref.option, ref.ask_id)
+
+
+RESOLVE_SHA = hashlib.sha1(script_source("resolve").encode()).hexdigest().encode()
+CUTS = ("blackhole", "reset", "blackhole at a write", "blackhole at an answer")
+"""Held from now; connections reset and refused; held from the next answer or vote this replica
+sends (its write reaches Redis late); held from the next answer Redis gives one (it ran; its
+reply comes late)."""
+
+
+async def partitioner(
+    proxy: TcpProxy,
+    rng: random.Random,
+    stop: asyncio.Event,
+    counts: Counter[str],
+    serving: Callable[[], Awaitable[bool]],
+) -> None:
+    """Cut the proxied replica off from Redis every few seconds, each kind of cut once, in turn; the
+    first once it serves (a replica that cannot reach Redis at start does not start)."""
+    while not await serving():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 0.2)
+        if stop.is_set():
+            return
+    first = rng.randrange(len(CUTS))
+    while not stop.is_set() and counts.total() < len(CUTS):
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), rng.uniform(*PARTITION_EVERY_S))
+        if stop.is_set():
+            return
+        mode = CUTS[(first + counts.total()) % len(CUTS)]
+        counts[mode] += 1
+        if mode == "reset":
+            await proxy.reset()
+        elif mode == "blackhole at a write":
+            proxy.blackhole(when=RESOLVE_SHA)
+        elif mode == "blackhole at an answer":
+            proxy.blackhole(when=b"\r\n$3\r\nwon\r\n")
+        else:
+            proxy.blackhole()
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), rng.uniform(*PARTITION_S))
+        finally:
+            await proxy.heal()
+
+
+def unanswered(acks: Acks, fake: FakeSlack, results: dict[str, list[dict[str, Any]]], port: int) -> list[str]:
+    """What went wrong with the clicks the partitioned replica (``port``) acked: one nobody answered
+    (it did not count and no private word came), one left at "checking", one told it counted that did
+    not, and any result a click's person was told did not count (unless another of their clicks for
+    that option was not refused)."""
+    told: dict[str, list[str]] = {}
+    for post in fake.state.responses:
+        told.setdefault(post.token, []).append(str(post.body.get("text") or ""))
+    problems: list[str] = []
+    for token, (at, person, option, ask_id) in acks.clicks.items():
+        got = results.get(ask_id) or []
+        won = bool(got) and (got[0].get("responder") or {}).get("id") == person
+        counted = won and got[0]["answers"][0]["selected"] == [option]
+        words = told.get(token, [])
+        if words and words[-1] == UNCONFIRMED:
+            problems.append(f"{person} on {ask_id} was told it is being checked, and nothing since")
+        if CONFIRMED in words and not counted:
+            problems.append(f"{person} on {ask_id} was told option {option} counted; the result: {got}")
+        if at == port and not words and not counted:
+            problems.append(
+                f"{person}'s click for option {option} on {ask_id} neither counted nor was answered"
+            )
+    for ask_id, got in results.items():
+        if not got or not (got[0].get("responder") or {}).get("id"):
+            continue
+        person, selected = got[0]["responder"]["id"], got[0]["answers"][0]["selected"]
+        theirs = [t for t, (_, p, o, a) in acks.clicks.items() if (p, [o], a) == (person, selected, ask_id)]
+        refused = [t for t in theirs if (w := told.get(t)) and w[-1] not in (UNCONFIRMED, CONFIRMED)]
+        if theirs and len(refused) == len(theirs):
+            problems.append(f"{ask_id} counted {person}'s option {selected}, and each such click was refused")
+    return problems
+
+
 def _seed() -> int:
     text = os.environ.get("SLACK_ASK_CHAOS_SEED")
     return int(text) if text else int(time.time()) % 100_000
@@ -261,7 +380,14 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str, m
             "SLACK_ASK_SWEEP_INTERVAL_MS": "100",
             "SLACK_ASK_PACE_SCALE": "0",
         }
+        # The partition fault (issue 24): replica 0 reaches Redis through a proxy that cuts it off.
+        proxy = TcpProxy(server.port)
+        await proxy.start()
+        partitions: Counter[str] = Counter()
+        acks = Acks()
         bots = [BotProc(env, free_port(), f"chaos-{i}") for i in range(3)]
+        bots[0].env = {**env, "REDIS_URL": proxy.url}
+        cut_off, killable = bots[0], bots[1:]
         for bot in bots:
             bot.start()
         kills = 0
@@ -270,7 +396,12 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str, m
 
         def live_bot() -> BotProc | None:
             alive = pauses.live()  # a load balancer's health check leaves frozen replicas out
-            return rng.choice(alive) if alive else None
+            if mode == "pauses":
+                return rng.choice(alive) if alive else None
+            others = [b for b in alive if b is not cut_off]
+            if cut_off in alive and (not others or rng.random() < 0.5):
+                return cut_off  # half of the clicks, cut off from Redis or not
+            return rng.choice(others) if others else None
 
         # A load balancer in front of the replicas, as in a real deployment: each request (a click,
         # an event) goes to a live replica, and to another when that one refuses the connection.
@@ -287,6 +418,7 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str, m
                     if mode == "pauses" and b"payload=" in body:
                         pauses.seen("click", target)  # frozen 50 ms into handling this click
                     try:
+                        sent = time.monotonic()
                         async with lb_session.post(
                             f"http://127.0.0.1:{target.port}/slack/events",
                             data=body,
@@ -294,10 +426,10 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str, m
                             # Slack waits 3 s for an answer; a replica frozen meanwhile gets no retry.
                             timeout=aiohttp.ClientTimeout(total=3 if mode == "pauses" else None),
                         ) as answer:
+                            answered = await answer.read()
+                            acks.record(target.port, body, time.monotonic() - sent, answer.status)
                             return web.Response(
-                                body=await answer.read(),
-                                status=answer.status,
-                                content_type=answer.content_type,
+                                body=answered, status=answer.status, content_type=answer.content_type
                             )
                     except TimeoutError:
                         return web.Response(status=504)
@@ -305,6 +437,12 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str, m
                         pass
                 await asyncio.sleep(0.2)
             return web.Response(status=502)
+
+        async def serving() -> bool:
+            with contextlib.suppress(aiohttp.ClientError):
+                async with lb_session.get(f"http://127.0.0.1:{cut_off.port}/healthz") as answer:
+                    return answer.status == 200
+            return False
 
         lb = web.Application()
         lb.router.add_post("/slack/events", balance)
@@ -327,6 +465,8 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str, m
                     if ts is None and ended:
                         return  # ended before it was ever posted (cancelled, unavailable)
                 message = fake.state.find_message(CHANNEL, ts) if ts is not None else None
+                if message is not None and message.deleted:
+                    ts, message = None, None  # withdrawn by its poster: the person clicks the copy left
                 if message is not None:
                     if not interactive_elements(message.blocks):
                         return
@@ -348,7 +488,7 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str, m
                 await asyncio.sleep(rng.uniform(2.0, 4.0))
                 if stop_chaos.is_set():
                     return
-                victim = rng.choice(bots)
+                victim = rng.choice(killable)
                 victim.kill()
                 kills += 1
                 await asyncio.sleep(rng.uniform(0.3, 1.5))
@@ -409,8 +549,11 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str, m
             await loop.run_in_executor(None, server.start)
 
         workers: list[asyncio.Task[None]] = []
-        faulter = killer() if mode == "kills" else pauser()
-        chaos = [asyncio.create_task(faulter), asyncio.create_task(slack_weather())]
+        if mode == "kills":  # the kills run also partitions replica 0 from Redis
+            faulters = [killer(), partitioner(proxy, rng, stop_chaos, partitions, serving)]
+        else:
+            faulters = [pauser()]
+        chaos = [asyncio.create_task(f) for f in [*faulters, slack_weather()]]
         restart = asyncio.create_task(redis_restart())
         try:
             for plan in plans:
@@ -424,7 +567,7 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str, m
             await restart
             await asyncio.sleep(5)  # chaos goes on a little after the last ask
             stop_chaos.set()
-            await asyncio.gather(*chaos)
+            await asyncio.gather(*chaos)  # the partitioner heals its cut as it stops
             pauses.resume_all()
             fake.reply_latency.clear()
             faults.on = False
@@ -432,6 +575,15 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str, m
                 if not bot.alive:
                     bot.start()
             _, stragglers = await asyncio.wait(workers, timeout=60)
+            for plan in plans:  # what the record says about an ask whose clickers still see a button
+                ts = _message_ts(fake, plan.env["ask_id"])
+                shown = fake.state.find_message(CHANNEL, ts) if ts else None
+                if stragglers and shown is not None and interactive_elements(shown.blocks):
+                    where = f"{prefix}:{{{plan.env['reply_to']}}}"
+                    audit = await agent.lrange(f"{where}:audit:{plan.env['ask_id']}", 0, -1)
+                    state = await agent.hget(f"{where}:ask:{plan.env['ask_id']}", "state")
+                    events = [json.loads(a) for a in audit]
+                    print(f"stuck {plan.kind} {plan.env['ask_id']} {ts} {state!r}: {events}")
             assert not stragglers, f"{len(stragglers)} clickers still see a live button 60 s after the chaos"
 
             results: dict[str, list[dict[str, Any]]] = {p.env["ask_id"]: [] for p in plans}
@@ -473,6 +625,16 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str, m
             two_copies = [a for a, n in copies.items() if n > 1] if mode == "pauses" else []
             wrong = [f"{p.kind} {p.env['ask_id']}: {w}" for p in plans if (w := _inconsistent(p, results))]
             outcomes = Counter(r[0]["outcome"] for r in results.values() if r)
+            silent = unanswered(acks, fake, results, cut_off.port)
+            slow = [f"{t:.2f}s" for t in acks.seconds if t >= ACK_LIMIT_S]
+            told = Counter(str(r.body.get("text") or "")[:24] for r in fake.state.responses)
+            to_cut_off = sum(c[0] == cut_off.port for c in acks.clicks.values())
+            print(
+                f"partition seed={seed} cuts={dict(partitions)} held_chunks={proxy.blackholed} "
+                f"clicks={len(acks.clicks)} to_cut_off={to_cut_off} "
+                f"told={dict(told)} max_ack={max(acks.seconds, default=0):.2f}s slow_acks={len(slow)} "
+                f"not_acked={len(acks.refused)} unanswered={len(silent)}"
+            )
             print(
                 f"chaos seed={seed} mode={mode} asks={ASKS} elapsed={time.monotonic() - started:.0f}s "
                 f"kills={kills} pauses={dict(pauses.count)} two_copies={len(two_copies)} "
@@ -504,12 +666,21 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str, m
                     audit = await agent.lrange(f"{where}:audit:{stale.env['ask_id']}", 0, -1)
                     msgs = await agent.hget(f"{where}:ask:{stale.env['ask_id']}", "msgs")
                     print(f"  {stale.kind} msgs={msgs!r} audit={[json.loads(a)['event'] for a in audit]}")
+            for plan in [p for p in plans if _inconsistent(p, results)][:5]:  # what happened to a wrong one
+                where = f"{prefix}:{{{plan.env['reply_to']}}}"
+                audit = await agent.lrange(f"{where}:audit:{plan.env['ask_id']}", 0, -1)
+                events = [json.loads(a) for a in audit]
+                print(f"wrong {plan.kind} {plan.env['ask_id']} clickers={plan.clickers}: {events}")
             assert not missing, f"{len(missing)} asks without a result: {missing[:5]}"
             assert not doubled, f"{len(doubled)} asks with more than one result: {doubled[:5]}"
             assert not wrong, "\n".join(wrong[:10])
             assert not live_buttons(), f"messages of ended asks still interactive: {live_buttons()[:5]}"
             assert not problems, "\n".join(f"{p.kind} {p.key}: {p.detail}" for p in problems[:10])
             assert not two_copies, f"asks with two live copies: {two_copies[:5]}"
+            if mode == "kills":  # a frozen replica cannot answer Slack in 3 s: that is the pause mode's fault
+                assert not slow, f"answers to Slack that took {ACK_LIMIT_S} s or more: {slow[:10]}"
+                assert not acks.refused, f"requests not acked: {acks.refused[:10]}"
+                assert not silent, "\n".join(silent[:10])
         finally:
             stop_chaos.set()
             for task in [*workers, *chaos, restart]:
@@ -520,6 +691,7 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str, m
                 bot.stop()
             await lb_runner.cleanup()
             await lb_session.close()
+            await proxy.stop()
             await agent.aclose()
             await fake.stop()
 

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bot import render, results
+from bot.engine.acts import UNAVAILABLE, Act, Acts, chose, failure
 from bot.engine.endings import Endings
 from bot.engine.room import Refusal, Room, Shared
 from bot.engine.timers import Timers
@@ -38,6 +39,9 @@ log = logging.getLogger(__name__)
 LEARN_AFTER_S = 2.0
 """How long after Slack tells of one of the bot's messages the record is checked for it."""
 
+LEARN_FOR_S = 60.0
+"""How long a message event whose record Redis cannot take is retried (Slack sends it once)."""
+
 ACK_BUDGET_S = 1.0
 """What a path that must answer Slack within 3 s (a form's ack, a trigger_id's life) may spend on
 who-may-answer; past it, the check is made again after the ack, with retries."""
@@ -48,7 +52,8 @@ class Actions(Room):
         super().__init__(shared)
         self.endings = endings
         self.timers = timers
-        self.votes = Votes(shared, endings=endings, timers=timers)
+        self.acts = Acts(shared, endings=endings)
+        self.votes = Votes(shared, endings=endings, timers=timers, acts=self.acts)
 
     async def may_answer(self, rec: AskRecord, user_id: str) -> bool:
         """Server-side who-may-answer (protocol section 7); fails closed when Slack cannot tell."""
@@ -88,54 +93,52 @@ class Actions(Room):
                 return True
         return None if unknown else False
 
-    async def _load_for_action(
-        self, ref: AskRef | None, user: SlackUser, *, soon: bool = False
-    ) -> LoadedAsk | Refusal:
-        """The ask an action is about, or why not. ``soon``: the caller must answer Slack within 3 s,
-        so who-may-answer is decided only when it can be within ``ACK_BUDGET_S`` (``may_answer_soon``);
-        otherwise the caller checks ``may_answer`` again after its ack."""
+    async def _load_for_action(self, act: Act, *, soon: bool = False) -> LoadedAsk | Refusal:
+        """The ask an act is about, or why not (told by ``_refuse``). ``soon``: the caller must answer
+        Slack within 3 s, so who-may-answer is decided only when it can be within ``ACK_BUDGET_S``
+        (``may_answer_soon``); otherwise the caller checks ``may_answer`` again after its ack."""
+        ref = act.ref
         if ref is None:
             return Refusal("unknown", render.render_refusal("ended"))
         bind_ask_id(ref.ask_id)  # the rest of this Slack request's task is about this ask
-        loaded = await self.store.load(ref.tag, ref.ask_id)
+        loaded = await self.acts.look(act, ref)
         if loaded is None:
             return Refusal("unknown", render.render_refusal("ended"))
         if loaded.state == "ended":
-            await self.store.audit(ref.tag, ref.ask_id, "refused_ended", by=user.id)
-            return Refusal("ended", render.render_refusal("ended"), loaded if loaded.result else None)
+            ended = loaded if loaded.result else None
+            return Refusal("ended", render.render_refusal("ended"), ended, audit="refused_ended")
         allowed = await (
-            self.may_answer_soon(loaded.record, user.id) if soon else self.may_answer(loaded.record, user.id)
+            self.may_answer_soon(loaded.record, act.user.id)
+            if soon
+            else self.may_answer(loaded.record, act.user.id)
         )
         if allowed is False:
-            return await self._not_allowed(ref, user)
+            return self._not_allowed()
         return loaded
 
-    async def _not_allowed(self, ref: AskRef, user: SlackUser) -> Refusal:
+    @staticmethod
+    def _not_allowed() -> Refusal:
         METRICS.refusals.labels(kind="not_allowed").inc()
-        await self.store.audit(ref.tag, ref.ask_id, "refused_not_allowed", by=user.id)
-        return Refusal("not_allowed", render.render_refusal("not_allowed"))
+        return Refusal("not_allowed", render.render_refusal("not_allowed"), audit="refused_not_allowed")
 
-    async def tell(self, channel: str | None, user: str, text: str) -> None:
-        if channel is None:
-            return
-        try:
-            await self.slack.ephemeral(channel, user, text)
-        except SlackError as exc:
-            log.info("could not tell %s privately: %s", user, exc)
-
-    async def _actionable(self, action: BlockAction, *, soon: bool = False) -> LoadedAsk | None:
-        """The ask a button belongs to, or None after telling the clicker privately why not.
-
-        A click on an ended ask also heals that message: it may be a stray the bot never recorded
-        (a crash between post and record), or an update that has not landed yet."""
-        loaded = await self._load_for_action(action.ref, action.user, soon=soon)
-        if not isinstance(loaded, Refusal):
-            return loaded
-        await self.tell(action.channel, action.user.id, loaded.text)
-        if loaded.ended is not None and action.channel and action.message_ts:
-            ended = loaded.ended
+    async def _refuse(
+        self, act: Act, refusal: Refusal, *, channel: str | None = None, ts: str | None = None
+    ) -> None:
+        """Tell the person why their act changed nothing (``Acts.refuse``), then heal the message they
+        acted on if the ask has ended: it may be a stray the bot never recorded (a crash between post
+        and record), or an update that has not landed yet."""
+        mine = refusal.ended is not None and act.counted is not None and act.counted(refusal.ended)
+        if mine:
+            # The ask ended with this very act: the same click sent twice (a load balancer's retry)
+            # or made again before its message was redrawn. It counted: not told otherwise.
+            act.phase, act.recorded = "done", True
+            await self.acts.tell(act, render.render_refusal("confirmed"))
+        else:
+            await self.acts.refuse(act, refusal)
+        if refusal.ended is not None and channel and ts:
+            ended = refusal.ended
             assert ended.result is not None
-            clicked = PostedMessage(channel=action.channel, ts=action.message_ts)
+            clicked = PostedMessage(channel=channel, ts=ts)
             known = {(m.channel, m.ts) for m in ended.messages}
             stray = [clicked] if (clicked.channel, clicked.ts) not in known else []
             if stray:
@@ -144,6 +147,13 @@ class Actions(Room):
             await self.endings.finish_messages(
                 ended.record, [*ended.messages, *stray], ended.result, ended.by
             )
+
+    async def _actionable(self, action: BlockAction, act: Act, *, soon: bool = False) -> LoadedAsk | None:
+        """The ask a button belongs to, or None after telling the clicker privately why not."""
+        loaded = await self._load_for_action(act, soon=soon)
+        if not isinstance(loaded, Refusal):
+            return loaded
+        await self._refuse(act, loaded, channel=action.channel, ts=action.message_ts)
         return None
 
     async def learn_message(
@@ -155,17 +165,31 @@ class Actions(Room):
         within milliseconds; one still missing from the record ``LEARN_AFTER_S`` later was posted by a
         replica that died before recording it (the one duplicate a crash can make), in a channel or
         a thread. It is recorded now, so it is redrawn when the ask ends, or at once if the ask has
-        ended; a copy the bot withdrew is never learned (posted.lua refuses it)."""
+        ended; a copy the bot withdrew is never learned (posted.lua refuses it).
+
+        Slack sends the event once: a Redis that does not answer (this replica cut off from it) is
+        waited out, with backoff, for up to ``LEARN_FOR_S``."""
         if not await self.slack.is_own_message(bot_id=bot_id, app_id=app_id):
             log.info("message %s/%s carries ask %s, not from this bot: not learned", channel, ts, ref.ask_id)
             return
         await asyncio.sleep(LEARN_AFTER_S)
-        loaded = await self.store.load(ref.tag, ref.ask_id)
-        if loaded is None or any(m.channel == channel and m.ts == ts for m in loaded.messages):
-            return
-        message = PostedMessage(channel=channel, ts=ts)
-        if not await self._learn(loaded, message):
-            return
+        give_up = time.monotonic() + LEARN_FOR_S
+        backoff = 0.25
+        while True:
+            try:
+                loaded = await self.store.load(ref.tag, ref.ask_id)
+                if loaded is None or any(m.channel == channel and m.ts == ts for m in loaded.messages):
+                    return
+                message = PostedMessage(channel=channel, ts=ts)
+                if not await self._learn(loaded, message):
+                    return
+                break
+            except UNAVAILABLE as exc:
+                if time.monotonic() + backoff > give_up:
+                    raise
+                log.info("cannot look for message %s/%s in its ask yet (%s)", channel, ts, failure(exc))
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
         if loaded.state == "ended" and loaded.result is not None:
             await self.endings.finish_messages(
                 loaded.record, [*loaded.messages, message], loaded.result, loaded.by
@@ -203,99 +227,103 @@ class Actions(Room):
         self,
         loaded: LoadedAsk,
         ending: results.Ending,
-        user: SlackUser,
+        act: Act,
         *,
         channel: str | None,
         ts: str | None,
         event: str,
-    ) -> Refusal | None:
+    ) -> None:
+        """End the ask with a person's answer (or decline); a refusal is told to them."""
         acted_on = self._acted_on(loaded, channel, ts)
-        await self._learn_acted_on(loaded, acted_on)
+        await act.before(self._learn_acted_on(loaded, acted_on))
         verdict = await self.endings.end(
             loaded.record,
             ending,
-            actor=user,
+            actor=act.user,
             event=event,
             detail="",
             messages=loaded.messages,
             acted_on=acted_on,
             refuse_late=True,
+            act=act,
         )
+        if verdict.verdict == "won":
+            return
         if verdict.verdict == "late":
             METRICS.refusals.labels(kind="late").inc()
+            await self._refuse(act, Refusal("late", render.render_refusal("late")))
             await self.timers.time_out(loaded)
-            return Refusal("late", render.render_refusal("late"))
-        if verdict.verdict in ("ended", "missing"):
-            return Refusal("ended", render.render_refusal("ended"))
-        return None
+        elif verdict.verdict == "expired":
+            await self._refuse(act, Refusal("unrecorded", render.render_refusal("unrecorded")))
+        elif not await self.acts.counted_after_all(act):
+            await self._refuse(act, Refusal("ended", render.render_refusal("ended")))
 
     async def on_choose(self, action: BlockAction) -> None:
-        loaded = await self._actionable(action)
+        act = Act.of_click(action)
+        await self.acts.run(act, self._choose(action, act))
+
+    async def _choose(self, action: BlockAction, act: Act) -> None:
+        if action.option is not None:
+            act.counted = chose(act.user.id, action.option)  # an ended ask may show this click counted
+        loaded = await self._actionable(action, act)
         if loaded is None:
             return
         rec = loaded.record
         option = action.option
         if rec.request is None or option is None or not 0 <= option < len(rec.request.questions[0].options):
-            await self.tell(action.channel, action.user.id, render.render_refusal("ended"))
+            await self._refuse(act, Refusal("ended", render.render_refusal("ended")))
             return
         if rec.approval is not None:
-            refusal = await self._vote(
-                loaded, action.user, option, channel=action.channel, ts=action.message_ts
-            )
-            if refusal is not None:
-                await self.tell(action.channel, action.user.id, refusal.text)
+            await self._vote(loaded, act, option, channel=action.channel, ts=action.message_ts)
             return
         question = rec.request.questions[0]
         answers = [QuestionAnswer(id=question.id, status="answered", selected=[option])]
-        refusal = await self._answer(
+        await self._answer(
             loaded,
             results.answered(rec, answers),
-            action.user,
+            act,
             channel=action.channel,
             ts=action.message_ts,
             event="answered",
         )
-        if refusal is not None:
-            await self.tell(action.channel, action.user.id, refusal.text)
 
     async def _vote(
-        self, loaded: LoadedAsk, user: SlackUser, option: int, *, channel: str | None, ts: str | None
-    ) -> Refusal | None:
-        """An approval ask (protocol section 13): the click is a vote (bot.engine.votes)."""
+        self, loaded: LoadedAsk, act: Act, option: int, *, channel: str | None, ts: str | None
+    ) -> None:
+        """An approval ask (protocol section 13): the act is a vote (bot.engine.votes), on a message
+        recorded first if the record lacks it."""
         acted_on = self._acted_on(loaded, channel, ts)
-        await self._learn_acted_on(loaded, acted_on)
-        return await self.votes.vote(loaded, user, option, acted_on=acted_on)
+        await act.before(self._learn_acted_on(loaded, acted_on))
+        await self.votes.vote(loaded, act, option, acted_on=acted_on)
 
     async def on_decline(self, action: BlockAction) -> None:
         """Decline opens a small modal with an optional reason (protocol section 9); its Decline button
         ends the ask. Without a trigger (no modal can open) the click declines at once, without one."""
-        loaded = await self._actionable(action)
+        act = Act.of_click(action, "open" if action.trigger_id is not None else "click")
+        await self.acts.run(act, self._decline(action, act))
+
+    async def _decline(self, action: BlockAction, act: Act) -> None:
+        loaded = await self._actionable(action, act)
         if loaded is None:
             return
         if action.trigger_id is not None and action.ref is not None:
             ref = AskRef(tag=action.ref.tag, ask_id=action.ref.ask_id)
             meta = FormMeta(ref=ref, channel=action.channel, ts=action.message_ts)
-            try:
-                await self.slack.open_view(
-                    action.trigger_id, render.render_decline_modal(loaded.record, meta)
-                )
-            except SlackError as exc:
-                log.warning("could not open the decline form for %s: %s", ref.ask_id, exc)
-                await self.tell(
-                    action.channel, action.user.id, "Slack did not open the form in time. Please click again."
-                )
+            await self._open_view(act, action.trigger_id, render.render_decline_modal(loaded.record, meta))
             return
         ending = results.declined(loaded.record, None)
-        refusal = await self._answer(
-            loaded, ending, action.user, channel=action.channel, ts=action.message_ts, event="declined"
+        await self._answer(
+            loaded, ending, act, channel=action.channel, ts=action.message_ts, event="declined"
         )
-        if refusal is not None:
-            await self.tell(action.channel, action.user.id, refusal.text)
 
     async def on_open(self, action: BlockAction, *, other: bool = False) -> None:
         """Open the full form (or the one-question "Other..." form) in a modal."""
+        act = Act.of_click(action, "open")
+        await self.acts.run(act, self._open(action, act, other=other))
+
+    async def _open(self, action: BlockAction, act: Act, *, other: bool) -> None:
         # The trigger_id lives 3 s: who-may-answer is settled by the submission if not by then.
-        loaded = await self._actionable(action, soon=True)
+        loaded = await self._actionable(action, act, soon=True)
         if loaded is None:
             return
         if action.trigger_id is None or action.ref is None:
@@ -307,13 +335,15 @@ class Actions(Room):
         else:
             meta = FormMeta(ref=ref, channel=action.channel, ts=action.message_ts)
             view = render.render_form_modal(loaded.record, meta)
+        await self._open_view(act, action.trigger_id, view)
+
+    async def _open_view(self, act: Act, trigger_id: str, view: dict[str, Any]) -> None:
+        act.phase = "done"  # nothing of an open is recorded
         try:
-            await self.slack.open_view(action.trigger_id, view)
+            await self.slack.open_view(trigger_id, view)
         except SlackError as exc:
-            log.warning("could not open the form for %s: %s", ref.ask_id, exc)
-            await self.tell(
-                action.channel, action.user.id, "Slack did not open the form in time. Please click again."
-            )
+            log.warning("could not open a form for %s: %s", act.name, exc)
+            await self.acts.tell(act, "Slack did not open the form in time. Please click again.")
 
     async def on_submit(
         self, sub: ViewSubmission
@@ -322,16 +352,30 @@ class Actions(Room):
         and the work to run after the ack.
 
         Validation errors go back at once, next to the fields; an ask that ended or a person who may
-        not answer gets the modal replaced by a short explanation. The answer itself is resolved
-        after the ack (by the caller), so Slack's 3-second limit is never at risk.
+        not answer gets the modal replaced by a short explanation; a Redis that does not answer within
+        ``READ_BUDGET_S`` gets an error beside the first field (the form stays as filled, nothing was
+        recorded, submitting again retries). The answer itself is resolved after the ack (by the
+        caller), so Slack's 3-second limit is never at risk.
         """
         meta = sub.meta
         if meta is None:
             return _notice_view("This form is no longer valid."), None
+        act = Act(sub.user, meta.ref, meta.channel, kind="submission")
         # The ack must reach Slack within 3 s: a slow user-group read is finished after it.
-        loaded = await self._load_for_action(meta.ref, sub.user, soon=True)
+        try:
+            loaded = await self._load_for_action(act, soon=True)
+        except UNAVAILABLE as exc:
+            log.warning("%s was not recorded: Redis failed (%s); told so in the form", act.name, failure(exc))
+            return _unreachable(sub), None
         if isinstance(loaded, Refusal):
-            return _notice_view(loaded.text), None
+            refusal = loaded
+            act.phase = "done"  # told in the ack
+
+            async def audit() -> None:
+                if refusal.audit is not None and act.ref is not None:
+                    await self.store.audit(act.ref.tag, act.ref.ask_id, refusal.audit, by=act.user.id)
+
+            return _notice_view(refusal.text), lambda: self.acts.run(act, audit())
         event = "answered"
         vote: int | None = None
         if sub.callback_id == VIEW_DECLINE:
@@ -360,19 +404,14 @@ class Actions(Room):
         async def resolve() -> None:
             if not await self.may_answer(loaded.record, sub.user.id):
                 # Decided again, with retries: the ack may have gone before Slack said who is in a group.
-                ref = AskRef(tag=loaded.record.tag, ask_id=loaded.record.ask_id)
-                await self.tell(meta.channel, sub.user.id, (await self._not_allowed(ref, sub.user)).text)
+                await self._refuse(act, self._not_allowed())
                 return
             if vote is not None:
-                refusal = await self._vote(loaded, sub.user, vote, channel=meta.channel, ts=meta.ts)
+                await self._vote(loaded, act, vote, channel=meta.channel, ts=meta.ts)
             else:
-                refusal = await self._answer(
-                    loaded, ending, sub.user, channel=meta.channel, ts=meta.ts, event=event
-                )
-            if refusal is not None:
-                await self.tell(meta.channel, sub.user.id, refusal.text)
+                await self._answer(loaded, ending, act, channel=meta.channel, ts=meta.ts, event=event)
 
-        return None, resolve
+        return None, lambda: self.acts.run(act, resolve())
 
     async def dismiss(self, ask_id: str, *, by: SlackUser | None, detail: str) -> ResolveVerdict | None:
         loaded = await self.store.find(ask_id)
@@ -432,6 +471,15 @@ def _form_ending(rec: AskRecord, parsed: FormAnswers) -> results.Ending:
     if parsed.rich is not None:
         return results.answered_rich(rec, parsed.rich)
     return results.answered(rec, parsed.answers)
+
+
+def _unreachable(sub: ViewSubmission) -> dict[str, Any]:
+    """The ack of a submission the bot could not record (Redis away): an error beside the form's first
+    field, so the form stays open as filled and the person can submit again; needs no Redis."""
+    text = render.render_refusal("unrecorded")
+    if sub.inputs:
+        return {"response_action": "errors", "errors": {sub.inputs[0]: text}}
+    return _notice_view(text)
 
 
 def _notice_view(text: str) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Sequence
 
 from bot import render, results
+from bot.engine.acts import Act, ended_with
 from bot.engine.room import Room
 from bot.errors import SlackError, SlackPermanentError
 from bot.logs import bind_ask_id
@@ -36,29 +37,38 @@ class Endings(Room):
         reason: str | None = None,
         release_lease: bool = False,
         lease: Lease | None = None,
+        act: Act | None = None,
     ) -> ResolveVerdict:
         """End the ask with ``ending`` unless something else already did; then update Slack.
 
         ``release_lease``: intake ends it without posting, so no delivery is in flight. ``lease``: the
-        intake lease the ending is made under (fenced: ``stale`` once another holds the ask)."""
+        intake lease the ending is made under (fenced: ``stale`` once another holds the ask). ``act``:
+        a person's act, whose write is bounded and refused by Redis once the bot gave up on it
+        (``bot.engine.acts``)."""
         prefix = await self.result_prefix(
             rec, ending, actor=actor, where=acted_on or (messages[-1] if messages else None)
         )
-        verdict = await self.store.resolve(
-            Resolution(
-                rec,
-                ending.outcome,
-                prefix,
-                actor.id if actor is not None else None,
-                event,
-                (reason if reason is not None else detail)[:500],
-                refuse_late=refuse_late,
-                release_lease=release_lease,
-                reason=reason or "",
-                replica=self.consumer,
-                lease=lease,
-            )
+        resolution = Resolution(
+            rec,
+            ending.outcome,
+            prefix,
+            actor.id if actor is not None else None,
+            event,
+            (reason if reason is not None else detail)[:500],
+            refuse_late=refuse_late,
+            release_lease=release_lease,
+            reason=reason or "",
+            replica=self.consumer,
+            lease=lease,
+            not_after_ms=act.arm() if act is not None else 0,
         )
+        if act is None:
+            verdict = await self.store.resolve(resolution)
+        else:
+            assert actor is not None
+            counted = ended_with(ending.outcome, ending.text, actor.id)
+            verdict = await act.write(self.store.resolve(resolution), counted)
+            act.recorded = verdict.verdict == "won"
         self.log_ending(rec, event, ending.outcome, verdict, actor=actor, lease=lease)
         if verdict.verdict == "won":
             METRICS.results.labels(outcome=ending.outcome).inc()

@@ -37,6 +37,8 @@ class Refusal:
     text: str
     ended: LoadedAsk | None = None
     """For ``ended``: the ask as loaded, so its messages can be healed without another read."""
+    audit: str | None = None
+    """The audit event to record once the person has been told (``refused_ended``, ...)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 
 from bot import render, results
+from bot.engine.acts import Act, Acts, voted
 from bot.engine.endings import Endings
 from bot.engine.room import Refusal, Room, Shared
 from bot.engine.timers import Timers, place
@@ -19,7 +20,6 @@ from bot.errors import SlackError, SlackPermanentError
 from bot.logs import bind_ask_id
 from bot.metrics import METRICS
 from bot.model import AskRecord, PostedMessage
-from bot.slack.interactions import SlackUser
 from bot.storage.store import LoadedAsk, Vote
 from contract import QuestionAnswer
 from contract.envelopes import ResultResponder, ResultVote
@@ -40,49 +40,59 @@ REQUESTER_UNKNOWN = (
 
 
 class Votes(Room):
-    def __init__(self, shared: Shared, *, endings: Endings, timers: Timers) -> None:
+    def __init__(self, shared: Shared, *, endings: Endings, timers: Timers, acts: Acts) -> None:
         super().__init__(shared)
         self.endings = endings
         self.timers = timers
+        self.acts = acts
         self._emails: dict[str, tuple[float, str | None]] = {}
 
-    async def vote(
-        self, loaded: LoadedAsk, user: SlackUser, option: int, *, acted_on: PostedMessage | None
-    ) -> Refusal | None:
-        """Count ``user``'s vote for ``option``; a Refusal (told privately) when it cannot count."""
+    async def vote(self, loaded: LoadedAsk, act: Act, option: int, *, acted_on: PostedMessage | None) -> None:
+        """Count the person's vote for ``option``; when it cannot count, they are told why."""
         rec = loaded.record
+        user = act.user
         assert rec.approval is not None and rec.request is not None
         if rec.approval.exclude_requester:
             requester = await self._is_requester(rec, user.id)
             if requester is None:
-                return Refusal("requester_unknown", REQUESTER_UNKNOWN)
+                await self.acts.refuse(act, Refusal("requester_unknown", REQUESTER_UNKNOWN))
+                return
             if requester:
                 METRICS.refusals.labels(kind="requester").inc()
-                await self.store.audit(rec.tag, rec.ask_id, "refused_requester", by=user.id)
-                return Refusal("requester", render.render_refusal("requester"))
+                refusal = Refusal("requester", render.render_refusal("requester"), audit="refused_requester")
+                await self.acts.refuse(act, refusal)
+                return
         question = rec.request.questions[0]
         # Exactly the result of one person choosing this option, should this vote decide.
         ending = results.answered(rec, [QuestionAnswer(id=question.id, status="answered", selected=[option])])
         prefix = await self.endings.result_prefix(rec, ending, actor=user, where=acted_on)
-        verdict = await self.store.vote(
-            Vote(rec, ResultResponder(id=user.id, name=user.display), option, prefix, replica=self.consumer)
+        ballot = Vote(
+            rec,
+            ResultResponder(id=user.id, name=user.display),
+            option,
+            prefix,
+            not_after_ms=act.arm(),
+            replica=self.consumer,
         )
+        verdict = await act.write(self.store.vote(ballot), voted(user.id, option))
+        act.recorded = verdict.verdict in ("won", "counted", "same")
         if verdict.verdict == "won":
             assert verdict.result is not None
             METRICS.results.labels(outcome="answered").inc()
             log.info("ask %s ended answered (vote) by %s on replica %s", rec.ask_id, user.id, self.consumer)
             await self.endings.finish_messages(rec, verdict.messages, verdict.result, user.id)
-            return None
-        if verdict.verdict == "counted":
+        elif verdict.verdict == "counted":
             await self.redraw(rec)
-            return None
-        if verdict.verdict == "same":
-            return None  # a repeat of the vote already counted changes nothing
-        if verdict.verdict == "late":
+        elif verdict.verdict == "same":
+            pass  # a repeat of the vote already counted changes nothing
+        elif verdict.verdict == "late":
             METRICS.refusals.labels(kind="late").inc()
+            await self.acts.refuse(act, Refusal("late", render.render_refusal("late")))
             await self.timers.time_out(loaded)
-            return Refusal("late", render.render_refusal("late"))
-        return Refusal("ended", render.render_refusal("ended"))
+        elif verdict.verdict == "expired":
+            await self.acts.refuse(act, Refusal("unrecorded", render.render_refusal("unrecorded")))
+        elif not await self.acts.counted_after_all(act):
+            await self.acts.refuse(act, Refusal("ended", render.render_refusal("ended")))
 
     async def redraw(self, rec: AskRecord) -> None:
         """Draw the current tally on every message of a pending approval ask.

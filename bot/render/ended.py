@@ -43,7 +43,18 @@ ENDED_OUTCOMES: Final = (
 )
 """Outcomes :func:`render_ended_message` puts into words; any other word shows as ``Ended (<word>)``."""
 
-RefusalKind = Literal["not_allowed", "ended", "late", "requester", "no_option"]
+RefusalKind = Literal[
+    "not_allowed",
+    "ended",
+    "late",
+    "requester",
+    "no_option",
+    "unrecorded",
+    "unopened",
+    "unconfirmed",
+    "confirmed",
+    "unsettled",
+]
 
 
 def _outcome_words(outcome: str, who: str | None, reason: str | None) -> str:
@@ -192,9 +203,25 @@ _REFUSALS: Final[dict[str, str]] = {
     "late": "Too late: the deadline for this question has passed, so your answer was not recorded.",
     "requester": "You asked for this approval, so you cannot vote on it; your vote was not counted.",
     "no_option": "A vote is for one of the options, so this answer was not counted. Please pick an option.",
+    # Redis away (bot.engine.acts): what was not recorded never counts later.
+    "unrecorded": (
+        "The bot could not reach its storage, so your answer was not recorded. Please try again in a moment."
+    ),
+    "unopened": (
+        "The bot could not reach its storage, so the form did not open. Please click again in a moment."
+    ),
+    "unconfirmed": (
+        "The bot's storage did not answer in time, so it cannot tell yet whether your answer was recorded. "
+        "It will tell you here as soon as it knows."
+    ),
+    "confirmed": "Your answer was recorded.",
+    "unsettled": (
+        "The bot could not find out whether your answer was recorded: its storage has not answered. "
+        "The question's message shows what counts."
+    ),
 }
 
 
 def render_refusal(kind: RefusalKind) -> str:
-    """The private (ephemeral) text for someone whose click cannot count."""
+    """The private (ephemeral) text for someone whose click cannot count (or could not be confirmed)."""
     return _REFUSALS[kind]

@@ -455,6 +455,34 @@ class SlackGateway:
             "chat.postEphemeral", where=f"to {user} in {channel}", channel=channel, user=user, text=text
         )
 
+    async def respond(self, response_url: str, text: str, *, limit_s: float = 5.0) -> None:
+        """A private message to the person who clicked, through the click's ``response_url``: no token
+        and no pacing (Slack allows 5 uses in 30 minutes), so nothing of it needs Redis. One attempt;
+        :class:`SlackUnreachableError` or :class:`SlackPermanentError` when it did not land."""
+        session = self.client.session
+        own = session is None or session.closed
+        if own:
+            session = aiohttp.ClientSession()
+        assert session is not None
+        body = {"response_type": "ephemeral", "replace_original": False, "text": text}
+        try:
+            async with session.post(
+                response_url, json=body, timeout=aiohttp.ClientTimeout(total=limit_s)
+            ) as response:
+                raw = await response.read()
+                status = response.status
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise SlackUnreachableError(
+                f"the response_url did not answer ({type(exc).__name__})", method="response_url"
+            ) from None
+        finally:
+            if own:
+                await session.close()
+        if status != 200:
+            raise SlackPermanentError(
+                raw.decode("utf-8", errors="replace")[:100] or str(status), method="response_url"
+            )
+
     # -- modals --------------------------------------------------------------------------
 
     async def open_view(self, trigger_id: str, view: dict[str, Any]) -> None:

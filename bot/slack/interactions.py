@@ -99,11 +99,17 @@ class _State(_P):
     values: dict[str, dict[str, StateValue]] = Field(default_factory=dict)
 
 
+class _Block(_P):
+    type: str = ""
+    block_id: str | None = None
+
+
 class _View(_P):
     id: str
     callback_id: str = ""
     private_metadata: str = ""
     state: _State = Field(default_factory=_State)
+    blocks: list[_Block] = Field(default_factory=list)
 
 
 class _ViewBody(_P):
@@ -122,6 +128,8 @@ class BlockAction:
     channel: str | None
     message_ts: str | None
     trigger_id: str | None
+    response_url: str | None = None
+    """Where a private answer to this click goes without Redis or a token (30 minutes, 5 uses)."""
 
     @property
     def option(self) -> int | None:
@@ -136,6 +144,8 @@ class ViewSubmission:
     view_id: str
     meta: FormMeta | None
     values: dict[str, dict[str, StateValue]]
+    inputs: tuple[str, ...] = ()
+    """The block_ids of the view's input blocks, in order: where ``response_action: errors`` can speak."""
 
 
 def parse_block_action(body: Mapping[str, Any]) -> BlockAction | None:
@@ -154,6 +164,7 @@ def parse_block_action(body: Mapping[str, Any]) -> BlockAction | None:
         channel=channel,
         message_ts=container.message_ts if container else None,
         trigger_id=parsed.trigger_id,
+        response_url=parsed.response_url,
     )
 
 
@@ -169,6 +180,7 @@ def parse_view_submission(body: Mapping[str, Any]) -> ViewSubmission | None:
         view_id=view.id,
         meta=FormMeta.decode(view.private_metadata) if view.private_metadata else None,
         values=view.state.values,
+        inputs=tuple(b.block_id for b in view.blocks if b.type == "input" and b.block_id),
     )
 
 

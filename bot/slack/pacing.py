@@ -30,7 +30,7 @@ from redis.exceptions import RedisError
 from bot.errors import Deferred, SlackBusyError
 from bot.storage.buckets import Buckets
 
-__all__ = ["LIMITS", "POST_PER_CHANNEL", "Limit", "Pacer", "Priority"]
+__all__ = ["BUCKET_BUDGET_S", "LIMITS", "POST_PER_CHANNEL", "Limit", "Pacer", "Priority"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,11 @@ LIMITS: dict[str, Limit] = {
     "views.open": TIER_4,
 }
 """Calls per minute and burst of each method the bot calls (unknown methods: Tier 3)."""
+
+BUCKET_BUDGET_S = 0.5
+"""What taking one token from Redis may take: past it the call goes ahead unpaced (as when Redis
+fails), so a Redis that holds its answers never holds a person's form (a ``trigger_id`` lives 3 s)
+or a private answer to a click behind it."""
 
 POST_PER_CHANNEL = Limit(60, 1)
 """``chat.postMessage`` in one channel: one a second. Slack allows short bursts, but a channel's burst is
@@ -125,14 +130,15 @@ class Pacer:
             ahead = _AHEAD[priority] * interval / 1000
             bound = min(left, ahead, math.inf if defer_after is None else defer_after)
             try:
-                slot = await self.buckets.take(
-                    method,
-                    channel,
-                    interval_ms=interval,
-                    tolerance_ms=tolerance,
-                    max_wait_ms=min(bound, 86_400.0) * 1000,
-                )
-            except (RedisError, OSError) as exc:
+                async with asyncio.timeout(BUCKET_BUDGET_S):
+                    slot = await self.buckets.take(
+                        method,
+                        channel,
+                        interval_ms=interval,
+                        tolerance_ms=tolerance,
+                        max_wait_ms=min(bound, 86_400.0) * 1000,
+                    )
+            except (RedisError, OSError) as exc:  # OSError: TimeoutError too
                 # Pacing is a courtesy to Slack, not a condition of working: without Redis the call
                 # goes ahead, and Slack's 429 (still honoured) is the backstop.
                 self._warn(f"cannot take a {method} token ({exc}); calling without pacing")

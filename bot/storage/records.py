@@ -133,7 +133,7 @@ class AcceptVerdict:
 
 @dataclass(frozen=True, slots=True)
 class ResolveVerdict:
-    verdict: Literal["won", "ended", "late", "missing", "moved", "stale"]
+    verdict: Literal["won", "ended", "late", "missing", "moved", "stale", "expired"]
     result: StoredResult | None = None
     messages: list[PostedMessage] = field(default_factory=list)
     detail: str = ""
@@ -151,6 +151,8 @@ class Vote:
     option: int
     result_prefix: str
     """The result should this vote decide (the usual single-question result for ``option``)."""
+    not_after_ms: int = 0
+    """Refused (``expired``) when it reaches Redis after this Redis time (0: never; ``bot.engine.acts``)."""
     replica: str = ""
     """The replica counting the vote: the audit names it."""
 
@@ -159,9 +161,10 @@ class Vote:
 class VoteVerdict:
     """``won``: this vote decided (``result``, ``messages`` as for resolve); ``counted``: recorded,
     undecided; ``same``: a repeat of the voter's current vote, nothing changed; ``ended``, ``late``,
-    ``missing``: refused, nothing changed. ``votes`` is the result-form list after the vote."""
+    ``missing``, ``expired`` (it reached Redis after ``Vote.not_after_ms``): refused, nothing changed.
+    ``votes`` is the result-form list after the vote."""
 
-    verdict: Literal["won", "counted", "same", "ended", "late", "missing"]
+    verdict: Literal["won", "counted", "same", "ended", "late", "missing", "expired"]
     votes: list[ResultVote] = field(default_factory=list)
     result: StoredResult | None = None
     messages: list[PostedMessage] = field(default_factory=list)
@@ -208,6 +211,8 @@ class Resolution:
     """The replica (consumer name) making this ending: the audit names it."""
     lease: Lease | None = None
     """The intake lease this ending is made under (fenced: ``stale`` once it is not current)."""
+    not_after_ms: int = 0
+    """A person's act: refused (``expired``) when it reaches Redis after this Redis time (0: never)."""
 
 
 class AuditEntry(BaseModel):

@@ -14,6 +14,7 @@ SCRIPT_NAMES = (
     "claim_due",
     "drop_consumers",
     "finalize",
+    "look",
     "posted",
     "push",
     "resolve",

@@ -307,6 +307,7 @@ class Store(IntakeStream):
                     r.lease.owner if r.lease is not None else "",
                     r.lease.token if r.lease is not None else "",
                     r.replica,
+                    r.not_after_ms,
                 ],
             ),
         ]
@@ -340,6 +341,7 @@ class Store(IntakeStream):
                         vote.result_prefix,
                         self.retention_ms,
                         vote.replica,
+                        vote.not_after_ms,
                     ],
                 ),
             ],
@@ -481,6 +483,14 @@ class Store(IntakeStream):
     async def load(self, tag: str, ask_id: str) -> LoadedAsk | None:
         k = self.ask_keys(tag, ask_id)
         return self._loaded(k.ask, await self.redis.hgetall(k.ask))
+
+    async def look(self, tag: str, ask_id: str) -> tuple[LoadedAsk | None, int]:
+        """``load``, with the Redis time it was read at (one step on the ask's node: ``look.lua``).
+        That time anchors a person's act (``bot.engine.acts``)."""
+        k = self.ask_keys(tag, ask_id)
+        [reply] = await self._run([self._script("look", [k.ask], [])], confirm=False)
+        flat = list(reply[1])
+        return self._loaded(k.ask, dict(zip(flat[::2], flat[1::2], strict=True))), int(reply[0])
 
     async def load_many(self, asks: Sequence[tuple[str, str]]) -> list[LoadedAsk | None]:
         """``load`` for many ``(ask_id, tag)`` pairs in one round trip."""

@@ -55,6 +55,19 @@ local function stale_lease(key, now, owner, token)
   return nil
 end
 
+-- A person's act that reaches Redis after `not_after` (Redis ms; '0' or nil: no limit) changes
+-- nothing: by then the bot has given up waiting for it, and tells that person whether it counted
+-- only from a look made after that time (bot/engine/acts.py). Audited (for as long as the ask
+-- lives); true when refused.
+local function refused_unconfirmed(keys, now, not_after, by, detail, retention)
+  local limit = tonumber(not_after or '0') or 0
+  if limit <= 0 or now <= limit then return false end
+  local ttl = redis.call('PTTL', keys[1])
+  if ttl < 0 then ttl = retention end
+  audit(keys[2], now, 'refused_unconfirmed', by, detail, ttl)
+  return true
+end
+
 -- The ask's votes as the result's `votes` field (protocol section 13): the final vote of each
 -- person in the order cast. `stored` is the hash's 'votes' field (nil before the first vote);
 -- `none` is what an ask without one gives ('null' for asks without approval, '[]' for approvals).

@@ -9,9 +9,11 @@
 -- ARGV[10] '1' when intake ends the ask without posting it (releases the delivery lease),
 -- ARGV[11] a reason the ended messages show, kept in the record for every redraw ('' = none),
 -- ARGV[12] lease owner and ARGV[13] lease token when the ending is made under an intake lease
--- ('' = not leased: a person, the sweeper, an agent's cancel), ARGV[14] the replica ending it
+-- ('' = not leased: a person, the sweeper, an agent's cancel), ARGV[14] the replica ending it,
+-- ARGV[15] a person's act: the Redis time (ms) after which it is refused ('0' or absent = never)
 -- Returns {'won', result, msgs} | {'ended', outcome} | {'late', deadline} | {'missing'} | {'moved', state}
 --       | {'stale', holder} (fenced: the lease is no longer the current one; nothing changed)
+--       | {'expired', not_after} (a person's act that arrived after the bot gave up on it)
 local now = now_ms()
 local f = redis.call('HMGET', KEYS[1], 'state', 'deadline_ms', 'outcome', 'votes')
 local state = f[1]
@@ -24,6 +26,9 @@ if holder then
   audit(KEYS[2], now, 'refused_stale', ARGV[3], ARGV[6] .. ' under lease ' .. lease .. ', now ' .. holder,
     tonumber(ARGV[4]), replica, lease)
   return {'stale', holder}
+end
+if refused_unconfirmed(KEYS, now, ARGV[15], ARGV[3], ARGV[6], tonumber(ARGV[4])) then
+  return {'expired', ARGV[15]}
 end
 -- Intake ends it without posting: no delivery in flight holds back the clean-up (finalize.lua).
 if ARGV[10] == '1' then redis.call('HSET', KEYS[1], 'lease_until', 0) end

@@ -5,15 +5,19 @@
 -- ARGV[1] voter id, ARGV[2] voter as result JSON ({"id":...,"name":...}), ARGV[3] option index,
 -- ARGV[4] votes needed (approval.count), ARGV[5] '1' when the option is a veto,
 -- ARGV[6] the result prefix for "this vote decides" (as resolve.lua's ARGV[2]), ARGV[7] retention_ms,
--- ARGV[8] the replica counting the vote (named in the audit; absent from a previous version)
+-- ARGV[8] the replica counting the vote (named in the audit; absent from a previous version),
+-- ARGV[9] the Redis time (ms) after which this vote is refused ('0' or absent = never; resolve.lua's ARGV[15])
 -- Only the option just voted for can reach its count with this vote (a changed vote only takes
 -- one away from another option), so the deciding option is always ARGV[3] and its voter ARGV[1].
 -- Returns {'won', result, msgs} | {'counted', votes} | {'same', votes} | {'ended', outcome}
---       | {'late', deadline} | {'missing'}     (votes: the result-form votes JSON, for the tally)
+--       | {'late', deadline} | {'missing'} | {'expired', not_after}   (votes: the result-form votes JSON)
 local now = now_ms()
 local f = redis.call('HMGET', KEYS[1], 'state', 'deadline_ms', 'outcome', 'votes')
 local state = f[1]
 if not state then return {'missing'} end
+if refused_unconfirmed(KEYS, now, ARGV[9], ARGV[1], 'vote for option ' .. ARGV[3], tonumber(ARGV[7])) then
+  return {'expired', ARGV[9]}
+end
 local retention = tonumber(ARGV[7])
 local option = tonumber(ARGV[3])
 local detail = 'option ' .. ARGV[3]
