@@ -30,6 +30,7 @@ from bot.slack.interactions import (
 )
 from bot.storage.store import LoadedAsk, ResolveVerdict
 from contract import QuestionAnswer
+from contract.envelopes import Via
 
 __all__ = ["Actions"]
 
@@ -208,6 +209,7 @@ class Actions(Room):
         channel: str | None,
         ts: str | None,
         event: str,
+        via: Via,
     ) -> Refusal | None:
         acted_on = self._acted_on(loaded, channel, ts)
         await self._learn_acted_on(loaded, acted_on)
@@ -220,6 +222,7 @@ class Actions(Room):
             messages=loaded.messages,
             acted_on=acted_on,
             refuse_late=True,
+            via=via,
         )
         if verdict.verdict == "late":
             METRICS.refusals.labels(kind="late").inc()
@@ -240,7 +243,7 @@ class Actions(Room):
             return
         if rec.approval is not None:
             refusal = await self._vote(
-                loaded, action.user, option, channel=action.channel, ts=action.message_ts
+                loaded, action.user, option, channel=action.channel, ts=action.message_ts, via="button"
             )
             if refusal is not None:
                 await self.tell(action.channel, action.user.id, refusal.text)
@@ -254,17 +257,25 @@ class Actions(Room):
             channel=action.channel,
             ts=action.message_ts,
             event="answered",
+            via="button",
         )
         if refusal is not None:
             await self.tell(action.channel, action.user.id, refusal.text)
 
     async def _vote(
-        self, loaded: LoadedAsk, user: SlackUser, option: int, *, channel: str | None, ts: str | None
+        self,
+        loaded: LoadedAsk,
+        user: SlackUser,
+        option: int,
+        *,
+        channel: str | None,
+        ts: str | None,
+        via: Via,
     ) -> Refusal | None:
         """An approval ask (protocol section 13): the click is a vote (bot.engine.votes)."""
         acted_on = self._acted_on(loaded, channel, ts)
         await self._learn_acted_on(loaded, acted_on)
-        return await self.votes.vote(loaded, user, option, acted_on=acted_on)
+        return await self.votes.vote(loaded, user, option, acted_on=acted_on, via=via)
 
     async def on_decline(self, action: BlockAction) -> None:
         """Decline opens a small modal with an optional reason (protocol section 9); its Decline button
@@ -287,7 +298,13 @@ class Actions(Room):
             return
         ending = results.declined(loaded.record, None)
         refusal = await self._answer(
-            loaded, ending, action.user, channel=action.channel, ts=action.message_ts, event="declined"
+            loaded,
+            ending,
+            action.user,
+            channel=action.channel,
+            ts=action.message_ts,
+            event="declined",
+            via="button",
         )
         if refusal is not None:
             await self.tell(action.channel, action.user.id, refusal.text)
@@ -364,10 +381,12 @@ class Actions(Room):
                 await self.tell(meta.channel, sub.user.id, (await self._not_allowed(ref, sub.user)).text)
                 return
             if vote is not None:
-                refusal = await self._vote(loaded, sub.user, vote, channel=meta.channel, ts=meta.ts)
+                refusal = await self._vote(
+                    loaded, sub.user, vote, channel=meta.channel, ts=meta.ts, via="form"
+                )
             else:
                 refusal = await self._answer(
-                    loaded, ending, sub.user, channel=meta.channel, ts=meta.ts, event=event
+                    loaded, ending, sub.user, channel=meta.channel, ts=meta.ts, event=event, via="form"
                 )
             if refusal is not None:
                 await self.tell(meta.channel, sub.user.id, refusal.text)

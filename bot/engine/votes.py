@@ -22,7 +22,7 @@ from bot.model import AskRecord, PostedMessage
 from bot.slack.interactions import SlackUser
 from bot.storage.store import LoadedAsk, Vote
 from contract import QuestionAnswer
-from contract.envelopes import ResultResponder, ResultVote
+from contract.envelopes import ResultResponder, ResultVote, Via
 
 __all__ = ["REQUESTER_UNKNOWN", "Votes"]
 
@@ -47,7 +47,13 @@ class Votes(Room):
         self._emails: dict[str, tuple[float, str | None]] = {}
 
     async def vote(
-        self, loaded: LoadedAsk, user: SlackUser, option: int, *, acted_on: PostedMessage | None
+        self,
+        loaded: LoadedAsk,
+        user: SlackUser,
+        option: int,
+        *,
+        acted_on: PostedMessage | None,
+        via: Via = "button",
     ) -> Refusal | None:
         """Count ``user``'s vote for ``option``; a Refusal (told privately) when it cannot count."""
         rec = loaded.record
@@ -63,7 +69,7 @@ class Votes(Room):
         question = rec.request.questions[0]
         # Exactly the result of one person choosing this option, should this vote decide.
         ending = results.answered(rec, [QuestionAnswer(id=question.id, status="answered", selected=[option])])
-        prefix = await self.endings.result_prefix(rec, ending, actor=user, where=acted_on)
+        prefix = await self.endings.result_prefix(rec, ending, actor=user, where=acted_on, via=via)
         verdict = await self.store.vote(
             Vote(rec, ResultResponder(id=user.id, name=user.display), option, prefix)
         )

@@ -10,11 +10,14 @@ has the rules with examples.
 
 from __future__ import annotations
 
+import json
 import re
 import string
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
+
+from pydantic import ValidationError
 
 from contract import QuestionAnswer
 from contract.question import Question
@@ -23,12 +26,14 @@ __all__ = [
     "APPROVING_LABELS",
     "DEFAULT_APPROVE_WORDS",
     "DEFAULT_DECLINE_WORDS",
+    "Pending",
     "Reading",
     "ReadingKind",
     "Words",
     "approving_option",
     "normalize",
     "read_reply",
+    "still_fits",
 ]
 
 ReadingKind = Literal["exact", "confirm", "unreadable"]
@@ -44,6 +49,7 @@ question has exactly one."""
 
 MIN_PREFIX = 3
 _STRIP = string.whitespace + string.punctuation + "“”‘’«»…"
+_QUOTES = string.whitespace + "\"'`“”‘’«»"
 _NUMBERS = re.compile(r"\d+(?:[\s,]+\d+)*")
 _NOTE_SPLITS = (" - ", ": ", " — ")
 _KEYED = re.compile(r"^\s*([^:\n]{1,80}?)\s*:\s*(.*)$")
@@ -97,7 +103,7 @@ def normalize(text: str) -> str:
     """Case folded, inner whitespace collapsed, surrounding whitespace and punctuation dropped (a
     label of punctuation only, such as "?", keeps its punctuation)."""
     folded = " ".join(text.casefold().split())
-    return folded.strip(_STRIP) or folded
+    return folded.strip(_STRIP) or folded.strip(_QUOTES) or folded
 
 
 def approving_option(question: Question) -> int | None:
@@ -173,6 +179,12 @@ def _choices(question: Question, text: str, words: Words) -> _Part | None:
             chosen = sorted({i for f in found if f is not None for i in f.selected})
             guesses = [f.guess for f in found if f is not None and f.guess]
             listed = _Part(tuple(chosen), guess="; ".join(guesses) or None)
+    if len(parts) > 1 and listed is None and numbers is None and one is not None and one.guess is None:
+        # Commas that do not separate options: the whole text was read as one label only by dropping
+        # what follows them, so the person says whether that is what they meant.
+        one = _Part(
+            one.selected, guess=f"“{text.strip()}” read as “{question.options[one.selected[0]].label}”"
+        )
     readings = [r for r in (one, numbers, listed) if r is not None]
     if not readings:
         return None
@@ -181,8 +193,9 @@ def _choices(question: Question, text: str, words: Words) -> _Part | None:
         first = readings[0]
         shown = ", ".join(question.options[i].label for i in first.selected)
         return _Part(first.selected, guess=f"“{text.strip()}” can be read more than one way: read as {shown}")
-    exact = next((r for r in readings if r.guess is None), None)
-    return exact or readings[0]
+    # Every way of reading it agrees; any doubt one of them had (a number that is also another
+    # option's label, a prefix) stays.
+    return next((r for r in readings if r.guess is not None), readings[0])
 
 
 def _note(*parts: str | None) -> str | None:
@@ -366,3 +379,81 @@ def _reading(questions: Sequence[Question], parts: Sequence[_Part], *, approval:
 def _shown(text: str, limit: int = 80) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """What a Confirm button carries: the ask, the message replied to, and the reading to apply."""
+
+    tag: str
+    ask_id: str
+    channel: str
+    ts: str
+    """The ask's message the reply was under (the one the answer is recorded on)."""
+    answers: tuple[QuestionAnswer, ...] = ()
+    declined: bool = False
+    reason: str | None = None
+
+    def encode(self) -> str:
+        data: dict[str, object] = {"t": self.tag, "a": self.ask_id, "c": self.channel, "s": self.ts}
+        if self.declined:
+            data["d"] = self.reason or ""
+        else:
+            data["x"] = [a.to_wire() for a in self.answers]
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def decode(cls, value: str) -> Pending | None:
+        """Parse a value the bot wrote; anything else gives None."""
+        try:
+            data = json.loads(value)
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        fields = [data.get(k) for k in ("t", "a", "c", "s")]
+        if not all(isinstance(f, str) and f for f in fields):
+            return None
+        tag, ask_id, channel, ts = (str(f) for f in fields)
+        if "d" in data:
+            reason = data["d"]
+            return cls(
+                tag,
+                ask_id,
+                channel,
+                ts,
+                declined=True,
+                reason=reason if isinstance(reason, str) and reason else None,
+            )
+        raw = data.get("x")
+        if not isinstance(raw, list):
+            return None
+        try:
+            answers = tuple(QuestionAnswer.model_validate(a) for a in raw)
+        except ValidationError:
+            return None
+        return cls(tag, ask_id, channel, ts, answers=answers)
+
+
+def still_fits(answers: Sequence[QuestionAnswer], questions: Sequence[Question], *, approval: bool) -> bool:
+    """Whether confirmed answers still answer ``questions`` as a form could (checked at Confirm time)."""
+    if len(answers) != len(questions):
+        return False
+    for answer, question in zip(answers, questions, strict=True):
+        if answer.id != question.id or answer.status != "answered" or answer.defaulted is not None:
+            return False
+        if any(not 0 <= s < len(question.options) for s in answer.selected):
+            return False
+        if len(set(answer.selected)) != len(answer.selected) or (
+            not question.multi and len(answer.selected) > 1
+        ):
+            return False
+        if answer.custom_text is not None and (
+            not question.custom_allowed or approval or not answer.custom_text.strip()
+        ):
+            return False
+        if not answer.selected and answer.custom_text is None:
+            return False
+        if approval and (len(answer.selected) != 1 or answer.note is not None):
+            return False
+    return True

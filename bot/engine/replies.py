@@ -1,0 +1,208 @@
+"""Answers typed in an ask's thread, or in the DM of a DM-routed ask (protocol section 14, ``via: thread``).
+
+The reading is pure (:mod:`bot.slack.replies`); this room finds the ask a reply is about, and applies
+an exact reading through the same atomic decision as a click (``Actions._answer`` / ``_vote``: who may
+answer, late answers refused, an ended ask told). A reading that needs confirmation is shown privately
+with Confirm / Change; only Confirm applies it, after checking again that the ask is pending, that the
+person may answer and that the reading still fits the ask.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from bot import results
+from bot.engine.actions import Actions
+from bot.engine.room import Refusal, Room, Shared
+from bot.errors import SlackError
+from bot.ids import AskRef
+from bot.render.replies import render_reading, render_recorded, render_unreadable
+from bot.slack.interactions import BlockAction, SlackUser
+from bot.slack.replies import Pending, Words, read_reply, still_fits
+from bot.storage.store import LoadedAsk
+
+__all__ = ["Replies"]
+
+log = logging.getLogger(__name__)
+
+SEVERAL_PENDING = (
+    "Several questions are waiting for you here, so this message was not taken as an answer: "
+    "reply in the thread of the one you mean."
+)
+NO_LONGER_FITS = "This reading no longer fits the question, so nothing was recorded. Please answer again."
+
+
+class Replies(Room):
+    def __init__(self, shared: Shared, *, actions: Actions) -> None:
+        super().__init__(shared)
+        self.actions = actions
+        self.words = Words.of(_split(self.settings.approve_words), _split(self.settings.decline_words))
+
+    async def on_message(self, event: Mapping[str, Any]) -> None:
+        """A person's plain message (no subtype, not from a bot): an answer attempt when it is a reply
+        in the thread of a pending ask's message, or a DM with exactly one ask pending there."""
+        user, channel, ts = (str(event.get(k) or "") for k in ("user", "channel", "ts"))
+        thread_ts = str(event.get("thread_ts") or "")
+        text = event.get("text")
+        if not user or not channel or not ts or not isinstance(text, str):
+            return
+        if user == await self.slack.bot_user_id():
+            return
+        in_thread = bool(thread_ts) and thread_ts != ts
+        if not in_thread and event.get("channel_type") != "im":
+            return  # a plain channel message is never an answer
+        found = await self._find(channel, thread_ts if in_thread else None)
+        if found is None:
+            return
+        if isinstance(found, str):
+            await self._tell(channel, user, found, thread_ts if in_thread else None)
+            return
+        loaded, message_ts = found
+        rec = loaded.record
+        if not rec.thread_answers:
+            return
+        where = thread_ts if in_thread else None
+        if rec.request is None:
+            await self._tell(channel, user, "This ask is a form: answer it with its Answer… button.", where)
+            return
+        person = SlackUser(id=user, name=await self.slack.user_name(user))
+        checked = await self.actions._load_for_action(AskRef(tag=rec.tag, ask_id=rec.ask_id), person)
+        if isinstance(checked, Refusal):
+            await self._tell(channel, user, checked.text, where)
+            return
+        reading = read_reply(text, rec.request.questions, words=self.words, approval=rec.approval is not None)
+        pending = Pending(
+            rec.tag,
+            rec.ask_id,
+            channel,
+            message_ts,
+            answers=reading.answers,
+            declined=reading.declined,
+            reason=reading.reason,
+        )
+        if reading.kind == "exact":
+            await self._apply(checked, pending, person, reply_in=where or message_ts)
+        elif reading.kind == "confirm":
+            shown = render_reading(rec.request.questions, reading, pending)
+            await self._tell(channel, user, shown.text, where, blocks=shown.blocks)
+        else:
+            await self._tell(channel, user, render_unreadable(reading), where)
+
+    async def _find(self, channel: str, thread_ts: str | None) -> tuple[LoadedAsk, str] | str | None:
+        """The pending ask a reply is about, with the ts of its message there; a sentence to tell the
+        person when a DM has several; None when the message is about no ask."""
+        tracked = await self.store.asks_in_channel(channel)
+        loaded = [a for a in await self.store.load_many(tracked) if a is not None]
+        if thread_ts is not None:
+            for ask in loaded:
+                if any(m.channel == channel and m.ts == thread_ts for m in ask.messages):
+                    return ask, thread_ts
+            return None
+        pending = [
+            (ask, m.ts)
+            for ask in loaded
+            if ask.state != "ended" and ask.record.target is not None and ask.record.target.user
+            for m in ask.messages
+            if m.channel == channel
+        ]
+        asks = {ask.record.ask_id for ask, _ in pending}
+        if len(asks) > 1:
+            return SEVERAL_PENDING
+        return pending[-1] if pending else None
+
+    async def _apply(self, loaded: LoadedAsk, pending: Pending, person: SlackUser, *, reply_in: str) -> None:
+        """Apply a reading through the click's decision, then say so in the thread."""
+        rec = loaded.record
+        assert rec.request is not None
+        channel = pending.channel
+        if rec.approval is not None and not pending.declined:
+            refusal = await self.actions._vote(
+                loaded, person, pending.answers[0].selected[0], channel=channel, ts=pending.ts, via="thread"
+            )
+        else:
+            ending = (
+                results.declined(rec, pending.reason)
+                if pending.declined
+                else results.answered(rec, list(pending.answers))
+            )
+            refusal = await self.actions._answer(
+                loaded,
+                ending,
+                person,
+                channel=channel,
+                ts=pending.ts,
+                event="declined" if pending.declined else "answered",
+                via="thread",
+            )
+        if refusal is not None:
+            await self._tell(channel, person.id, refusal.text, reply_in)
+            return
+        said = render_recorded(
+            rec.request.questions,
+            pending.answers,
+            declined=pending.declined,
+            reason=pending.reason,
+            by=person.display,
+            vote=rec.approval is not None and not pending.declined,
+        )
+        try:
+            await self.slack.reply(channel, reply_in, text=said, blocks=_blocks(said), priority="now")
+        except SlackError as exc:
+            log.info("could not say in %s/%s that the answer was recorded: %s", channel, reply_in, exc)
+
+    async def on_confirm(self, action: BlockAction, value: str | None) -> None:
+        """Confirm on a private reading: applied only if the ask is still pending, the person may still
+        answer, and the reading still fits the ask."""
+        pending = Pending.decode(value or "")
+        if pending is None:
+            return
+        loaded = await self.actions._load_for_action(
+            AskRef(tag=pending.tag, ask_id=pending.ask_id), action.user
+        )
+        if isinstance(loaded, Refusal):
+            await self._tell(pending.channel, action.user.id, loaded.text, None)
+            return
+        rec = loaded.record
+        if rec.request is None or not (
+            pending.declined
+            or still_fits(pending.answers, rec.request.questions, approval=rec.approval is not None)
+        ):
+            await self._tell(pending.channel, action.user.id, NO_LONGER_FITS, None)
+            return
+        person = SlackUser(id=action.user.id, username=action.user.username, name=action.user.name)
+        await self._apply(loaded, pending, person, reply_in=pending.ts)
+
+    async def on_change(self, action: BlockAction, value: str | None) -> None:
+        """Change on a private reading: the ask's form opens, as from its Answer… button."""
+        pending = Pending.decode(value or "")
+        if pending is None:
+            return
+        ref = AskRef(tag=pending.tag, ask_id=pending.ask_id)
+        # The form answers on the ask's message, never on the private reply the button was on.
+        await self.actions.on_open(replace(action, ref=ref, channel=pending.channel, message_ts=pending.ts))
+
+    async def _tell(
+        self,
+        channel: str,
+        user: str,
+        text: str,
+        thread_ts: str | None,
+        *,
+        blocks: list[dict[str, Any]] | None = None,
+    ) -> None:
+        try:
+            await self.slack.ephemeral(channel, user, text, blocks=blocks, thread_ts=thread_ts)
+        except SlackError as exc:
+            log.info("could not tell %s privately: %s", user, exc)
+
+
+def _blocks(text: str) -> list[dict[str, Any]]:
+    block: dict[str, Any] = {"type": "section", "text": {"type": "mrkdwn", "text": text, "verbatim": True}}
+    return [block]
+
+
+def _split(words: str) -> list[str]:
+    return [w for w in (part.strip() for part in words.split(",")) if w]
