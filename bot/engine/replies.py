@@ -104,7 +104,7 @@ class Replies(Room):
         pending = [
             (ask, m.ts)
             for ask in loaded
-            if ask.state != "ended" and ask.record.target is not None and ask.record.target.user
+            if ask.state != "ended"  # the caller checked that this is a DM: its asks were routed to it
             for m in ask.messages
             if m.channel == channel
         ]

@@ -44,7 +44,7 @@ APPROVING_LABELS = frozenset(
     {"yes", "approve", "approved", "allow", "accept", "ok", "proceed", "confirm", "go"}
 )
 """An option is *approving* when its label, normalized, is one of these or starts with one of them
-followed by a space ("Yes, deploy"). An approve keyword maps to the approving option only when the
+as its first word ("Yes, deploy"). An approve keyword maps to the approving option only when the
 question has exactly one."""
 
 MIN_PREFIX = 3
@@ -112,7 +112,7 @@ def approving_option(question: Question) -> int | None:
         i
         for i, option in enumerate(question.options)
         if (label := normalize(option.label)) in APPROVING_LABELS
-        or any(label.startswith(word + " ") for word in APPROVING_LABELS)
+        or re.split(r"[\W_]+", label, maxsplit=1)[0] in APPROVING_LABELS
     ]
     return found[0] if len(found) == 1 else None
 
