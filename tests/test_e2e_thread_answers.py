@@ -126,8 +126,9 @@ async def test_an_approve_keyword_with_a_reason_is_confirmed_then_applied_with_t
         {"id": "ship", "status": "answered", "selected": [0], "note": "after the smoke tests"}
     ]
     assert result["via"] == "thread" and result["slack"]["ts"] == message.ts
-    assert "Recorded: Yes, ship it — note: after the smoke tests (by alice)" == await _recorded(
-        harness, "C0DEPLOY", message.ts
+    assert (
+        await _recorded(harness, "C0DEPLOY", message.ts)
+        == "Recorded: Yes, ship it — note: after the smoke tests (by alice)"
     )
 
 
@@ -258,11 +259,11 @@ async def test_a_message_in_the_dm_of_a_dm_routed_ask(harness: Harness) -> None:
     env = harness.envelope(DEPLOY, route={"user": "U0ALICE"})
     await harness.send(env)
     dm = harness.fake.state.dm_id_for("U0ALICE")
-    [message] = await harness.posted(dm)
+    message = await _message_of(harness, env, dm)
     await harness.fake.say("U0ALICE", dm, "2")
     result = await harness.result(env["reply_to"])
     assert result["answers"][0]["selected"] == [1] and result["via"] == "thread"
-    assert result["slack"]["channel"] == dm
+    assert result["slack"] == {**result["slack"], "channel": dm, "ts": message.ts}
 
 
 async def test_answers_typed_can_be_turned_off_per_ask(harness: Harness) -> None:
