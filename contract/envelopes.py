@@ -265,7 +265,7 @@ class AskEnvelope(_In):
     """Interval of thread reminders while pending (raised to the configured floor)."""
     approval: Approval | None = None
     """Several people must agree; section 13."""
-    thread_answers: bool | None = None
+    thread_answers: StrictBool | None = None
     """Section 14: false turns off answers typed in the ask's thread or DM; absent: the policy's, else
     the setting ``SLACK_ASK_THREAD_ANSWERS`` (on by default)."""
 
