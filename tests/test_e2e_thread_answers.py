@@ -14,6 +14,8 @@ import pytest
 
 from bot.playground import Message
 from bot.playground.state import Ephemeral
+from bot.storage.keys import slot_tag
+from bot.storage.store import Store
 from tests.harness import Harness
 from tests.test_render_mrkdwn import HOSTILE
 
@@ -95,6 +97,10 @@ async def test_a_number_or_a_label_in_the_thread_answers_at_once(
     assert result["slack"]["ts"] == message.ts
     await harness.ended("C0DEPLOY", message.ts)
     assert await _recorded(harness, "C0DEPLOY", message.ts) == f"Recorded: {shown} (by alice)"
+    audit = await Store(harness.redis, harness.prefix).read_audit(slot_tag(env["reply_to"]), env["ask_id"])
+    assert [(a.event, a.by, a.detail) for a in audit if a.event == "answered"] == [
+        ("answered", "U0ALICE", "via thread")
+    ]
 
 
 async def test_a_click_says_via_button_and_the_form_via_form(harness: Harness) -> None:
@@ -303,3 +309,15 @@ def _texts(value: Any) -> list[str]:
     if isinstance(value, list):
         return [t for v in value for t in _texts(v)]
     return []
+
+
+async def test_typed_votes_count_like_clicks_on_an_approval(harness: Harness) -> None:
+    request = {"questions": [{"id": "ship", "question": "Ship?", "options": ["Approve", "Reject"]}]}
+    env, message = await _ask(harness, request, approval={"count": 2})
+    await harness.fake.reply("U0ALICE", "C0DEPLOY", message.ts, "1")
+    assert await _recorded(harness, "C0DEPLOY", message.ts) == "Vote recorded: Approve (by alice)"
+    assert await harness.no_more_results(env["reply_to"], wait=0.3)  # one vote of two
+    await harness.fake.click("U0BOB", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+    result = await harness.result(env["reply_to"])
+    assert result["outcome"] == "answered" and result["via"] == "button"
+    assert [v["user"]["id"] for v in result["votes"]] == ["U0ALICE", "U0BOB"]
