@@ -13,8 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.model import AskRecord
+from bot.render.replies import render_reading
+from bot.slack.blockkit import validate_message
 from bot.slack.interactions import FormAnswers, StateValue, read_form
-from bot.slack.replies import Reading, Words, normalize, read_reply
+from bot.slack.replies import Pending, Reading, Words, normalize, read_reply
 from contract import QuestionAnswer, normalize_ask_request
 from contract.question import AskRequest
 
@@ -167,3 +169,34 @@ def test_a_label_that_is_also_an_option_with_a_note_needs_confirmation() -> None
     request = normalize_ask_request({"questions": [{"id": "x", "question": "X?", "options": ["a", "a - b"]}]})
     assert read_reply("a - b", request.questions, words=WORDS).kind == "confirm"
     assert read_reply("2", request.questions, words=WORDS).kind == "exact"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 8), st.integers(1, 12), st.integers(1, 3000), st.text(min_size=1, max_size=3000))
+def test_the_private_reading_fits_slacks_limits_however_long_the_ask(
+    count: int, options: int, length: int, custom: str
+) -> None:
+    """Every question read by prefix (so the reading needs confirming), labels of any length: the
+    private message with Confirm / Change still passes Block Kit's checks, or offers the form instead."""
+    request = normalize_ask_request(
+        {
+            "questions": [
+                {
+                    "id": f"q{i}",
+                    "question": "?",
+                    "options": [f"opt{j}" + "x" * length for j in range(options)],
+                }
+                for i in range(count)
+            ]
+        }
+    )
+    text = "\n".join(f"q{i}: opt0" + ("x" if options > 1 else "") for i in range(count))
+    reading = read_reply(text if count > 1 else custom, request.questions, words=WORDS)
+    if reading.kind != "confirm":
+        return
+    pending = Pending(
+        "tag", "ask", "C1", "1.2", answers=reading.answers, declined=reading.declined, reason=reading.reason
+    )
+    shown = render_reading(request.questions, reading, pending)
+    assert validate_message({"text": shown.text, "blocks": shown.blocks}) == []
+    assert "<" not in shown.text

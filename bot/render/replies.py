@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from slack_sdk.models.blocks import ActionsBlock, ButtonElement
 
 from bot.ids import ACTION_REPLY_CHANGE, ACTION_REPLY_CONFIRM
+from bot.render.mrkdwn import cut
 from bot.render.shared import Message, context_block, dicts, inline, section_block
 from bot.slack.replies import Pending, Reading
 from contract import QuestionAnswer
@@ -59,14 +60,17 @@ def render_recorded(
     """The short thread reply once a typed answer counted: ``Recorded: ... (by Name)``."""
     head = "Vote recorded" if vote else "Recorded"
     summary = _summary(questions, answers, declined=declined, reason=reason)
-    return f"{head}: {summary} (by {inline(by, 80)})"
+    return f"{head}: {cut(summary, 3500)} (by {inline(by, 80)})"
 
 
 def render_reading(questions: Sequence[Question], reading: Reading, pending: Pending) -> Message:
     """The private reply for a reading that needs confirmation: the bot's reading, why, and Confirm /
     Change. A reading too long to ride in a button is not offered: the form is."""
-    summary = _summary(questions, reading.answers, declined=reading.declined, reason=reading.reason)
-    why = "; ".join(inline(g, 300) for g in reading.guesses)
+    # Within a section's 3000 characters (Slack's limit), however many questions and labels.
+    summary = cut(
+        _summary(questions, reading.answers, declined=reading.declined, reason=reading.reason), 2800
+    )
+    why = cut("; ".join(inline(g, 300) for g in reading.guesses), 1500)
     value = pending.encode()
     if len(value) > _VALUE_MAX:
         text = "Your reply is too long to confirm here: please use the ask's Answer… button."
@@ -87,6 +91,5 @@ def render_reading(questions: Sequence[Question], reading: Reading, pending: Pen
 
 def render_unreadable(reading: Reading) -> str:
     """The private reply for a reply the bot could not read: what was wrong, and what it understands."""
-    return "I could not read your reply as an answer, so nothing was recorded. " + " ".join(
-        inline(p, 600) for p in reading.problems
-    )
+    problems = " ".join(inline(p, 600) for p in reading.problems)
+    return "I could not read your reply as an answer, so nothing was recorded. " + cut(problems, 3000)
