@@ -179,7 +179,9 @@ def _choices(question: Question, text: str, words: Words) -> _Part | None:
             chosen = sorted({i for f in found if f is not None for i in f.selected})
             guesses = [f.guess for f in found if f is not None and f.guess]
             listed = _Part(tuple(chosen), guess="; ".join(guesses) or None)
-    if len(parts) > 1 and listed is None and numbers is None and one is not None and one.guess is None:
+    raw = text.split(",")
+    odd = len(parts) > 1 or any(not p.strip() for p in raw[:-1])  # "a, ,": commas around nothing
+    if odd and listed is None and numbers is None and one is not None and one.guess is None:
         # Commas that do not separate options: the whole text was read as one label only by dropping
         # what follows them, so the person says whether that is what they meant.
         one = _Part(
@@ -221,17 +223,21 @@ def _read_line(question: Question, line: str, words: Words, *, split_comma: bool
     whole = _choices(question, line, words)
     splits = _NOTE_SPLITS + ((", ",) if split_comma and not question.multi else ())
     cuts = sorted((line.find(s), s) for s in splits if line.find(s) > 0)
+    found: list[_Part] = [whole] if whole is not None else []
     for at, sep in cuts:
         head, tail = line[:at], line[at + len(sep) :]
         part = _choices(question, head, words)
         if part is not None:
-            if whole is not None:
-                # "a - b" is a label, and also "a" with the note "b": the person says which.
-                guess = f"“{line.strip()}” read as the whole option, not “{head.strip()}” with a note"
-                return _Part(whole.selected, guess=guess)
-            return _Part(part.selected, note=_note(tail), guess=part.guess)
-    if whole is not None:
-        return whole
+            found.append(_Part(part.selected, note=_note(tail), guess=part.guess))
+    if found:
+        first = found[0]
+        if len({(f.selected, f.note) for f in found}) > 1:
+            # "a - b" is an option and also "a" with the note "b", or two separators cut it two ways:
+            # the person says which was meant.
+            return _Part(
+                first.selected, note=first.note, guess=f"“{line.strip()}” can be read more than one way"
+            )
+        return next((f for f in found if f.guess is not None), first)
     keyword = _leading_word(line, words.approve)
     if keyword is not None:
         part = _one_choice(question, keyword[0], words)
