@@ -9,13 +9,14 @@ person may answer and that the reading still fits the ask.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from bot import results
-from bot.engine.actions import Actions
+from bot.engine.actions import LEARN_AFTER_S, Actions
 from bot.engine.room import Refusal, Room, Shared
 from bot.errors import SlackError
 from bot.ids import AskRef
@@ -55,6 +56,11 @@ class Replies(Room):
         if not in_thread and event.get("channel_type") != "im":
             return  # a plain channel message is never an answer
         found = await self._find(channel, thread_ts if in_thread else None)
+        if found is None and in_thread and event.get("parent_user_id") == await self.slack.bot_user_id():
+            # A reply under one of the bot's messages that no pending ask lists (yet): an escalation
+            # copy or a post is in Slack a moment before its record is. A second look once it would be.
+            await asyncio.sleep(LEARN_AFTER_S)
+            found = await self._find(channel, thread_ts)
         if found is None:
             return
         if isinstance(found, str):
