@@ -321,3 +321,19 @@ async def test_typed_votes_count_like_clicks_on_an_approval(harness: Harness) ->
     result = await harness.result(env["reply_to"])
     assert result["outcome"] == "answered" and result["via"] == "button"
     assert [v["user"]["id"] for v in result["votes"]] == ["U0ALICE", "U0BOB"]
+
+
+async def test_a_reply_in_the_thread_a_thread_routed_ask_was_asked_in(harness: Harness) -> None:
+    parent = await harness.fake.say("U0ALICE", "C0DEPLOY", "Which build goes out?")
+    env = harness.envelope(DEPLOY, route={"channel": "C0DEPLOY", "thread_ts": parent.ts})
+    await harness.send(env)
+    asked = await harness.fake.wait_for(
+        lambda: next((m for m in harness.fake.thread("C0DEPLOY", parent.ts) if m.bot_id), None),
+        what="the ask in the thread",
+    )
+    await harness.fake.reply("U0BOB", "C0DEPLOY", parent.ts, "lgtm")  # "Yes" by keyword: confirm
+    private = await _private(harness, "U0BOB")
+    await harness.fake.click("U0BOB", "C0DEPLOY", private.ts, "slack_ask:reply_confirm")
+    result = await harness.result(env["reply_to"])
+    assert result["answers"][0]["selected"] == [0] and result["slack"]["ts"] == asked.ts
+    await _recorded(harness, "C0DEPLOY", parent.ts)

@@ -106,7 +106,20 @@ class Replies(Room):
             for ask in loaded:
                 if any(m.channel == channel and m.ts == thread_ts for m in ask.messages):
                     return ask, thread_ts
-            return None
+            # A thread-routed ask is itself a reply in the thread it was asked in: a later reply there
+            # is about it, when it is the only one pending in that thread.
+            inside = [
+                (ask, m.ts)
+                for ask in loaded
+                if ask.state != "ended"
+                and ask.record.route is not None
+                and ask.record.route.thread_ts == thread_ts
+                for m in ask.messages
+                if m.channel == channel and m.step == 0
+            ]
+            if len({ask.record.ask_id for ask, _ in inside}) > 1:
+                return SEVERAL_PENDING
+            return inside[0] if inside else None
         pending = [
             (ask, m.ts)
             for ask in loaded
@@ -179,7 +192,7 @@ class Replies(Room):
             await self._tell(pending.channel, action.user.id, NO_LONGER_FITS, None)
             return
         person = SlackUser(id=action.user.id, username=action.user.username, name=action.user.name)
-        await self._apply(loaded, pending, person, reply_in=pending.ts)
+        await self._apply(loaded, pending, person, reply_in=_thread_of(loaded, pending))
 
     async def on_change(self, action: BlockAction, value: str | None) -> None:
         """Change on a private reading: the ask's form opens, as from its Answer… button."""
@@ -203,6 +216,25 @@ class Replies(Room):
             await self.slack.ephemeral(channel, user, text, blocks=blocks, thread_ts=thread_ts)
         except SlackError as exc:
             log.info("could not tell %s privately: %s", user, exc)
+
+
+def _thread_of(loaded: LoadedAsk, pending: Pending) -> str:
+    """The thread of the ask's message a reading was about: its own, or for the first post of a
+    thread-routed ask, the thread it was posted in."""
+    route = loaded.record.route
+    first = next((m for m in loaded.messages if m.step == 0), None)
+    if (
+        route is not None
+        and route.thread_ts
+        and first is not None
+        and (first.channel, first.ts)
+        == (
+            pending.channel,
+            pending.ts,
+        )
+    ):
+        return route.thread_ts
+    return pending.ts
 
 
 def _blocks(text: str) -> list[dict[str, Any]]:
