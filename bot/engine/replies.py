@@ -30,8 +30,8 @@ __all__ = ["Replies"]
 log = logging.getLogger(__name__)
 
 SEVERAL_PENDING = (
-    "Several questions are waiting for you here, so this message was not taken as an answer: "
-    "reply in the thread of the one you mean."
+    "Several questions are waiting here, so this message was not taken as an answer: "
+    "use the buttons of the one you mean."
 )
 NO_LONGER_FITS = "This reading no longer fits the question, so nothing was recorded. Please answer again."
 
