@@ -337,3 +337,16 @@ async def test_a_reply_in_the_thread_a_thread_routed_ask_was_asked_in(harness: H
     result = await harness.result(env["reply_to"])
     assert result["answers"][0]["selected"] == [0] and result["slack"]["ts"] == asked.ts
     await _recorded(harness, "C0DEPLOY", parent.ts)
+
+
+async def test_a_dm_with_two_pending_asks_answers_neither(harness: Harness) -> None:
+    dm = harness.fake.state.dm_id_for("U0ALICE")
+    first = harness.envelope(DEPLOY, route={"user": "U0ALICE"})
+    second = harness.envelope(SHIP, route={"user": "U0ALICE"})
+    for env in (first, second):
+        await harness.send(env)
+        await _message_of(harness, env, dm)
+    await harness.fake.say("U0ALICE", dm, "1")
+    assert "Several questions are waiting here" in (await _private(harness, "U0ALICE")).text
+    assert await harness.no_more_results(first["reply_to"], wait=0.3)
+    assert await harness.no_more_results(second["reply_to"], wait=0.1)
