@@ -27,6 +27,8 @@ from bot.ids import (
     ACTION_NOOP,
     ACTION_OPEN,
     ACTION_OTHER,
+    ACTION_REPLY_CHANGE,
+    ACTION_REPLY_CONFIRM,
     VIEW_DECLINE,
     VIEW_FORM,
     VIEW_OTHER,
@@ -141,6 +143,19 @@ def build_app(
         if action is not None:
             await engine.on_open(action, other=True)
 
+    @app.action(re.compile(rf"^({re.escape(ACTION_REPLY_CONFIRM)}|{re.escape(ACTION_REPLY_CHANGE)})$"))
+    @track
+    async def typed_reply(ack: AsyncAck, body: dict[str, Any]) -> None:
+        # Confirm / Change on the private reading of an answer typed in a thread (bot.engine.replies).
+        await ack()
+        action = parse_block_action(body)
+        if action is not None:
+            value = (body.get("actions") or [{}])[0].get("value")
+            if action.action_id == ACTION_REPLY_CONFIRM:
+                await engine.on_reply_confirm(action, value)
+            else:
+                await engine.on_reply_change(action, value)
+
     @app.action(re.compile(rf"^{re.escape(ACTION_NOOP)}"))
     @track
     async def noop(ack: AsyncAck) -> None:
@@ -181,6 +196,11 @@ def build_app(
         else:
             ref = find_ask_ref(event.get("blocks"))
             bot_id, app_id = event.get("bot_id"), event.get("app_id")
+            if subtype is None and not (bot_id or app_id):
+                # A person's message: maybe an answer typed in an ask's thread or DM. Edits
+                # (message_changed), broadcasts and every other subtype are never answers.
+                await engine.on_reply(event)
+                return
             if subtype is None and ref is not None and (bot_id or app_id):
                 # A bot's message carrying an ask, in a channel or a thread (a thread-routed ask): if it
                 # is this bot's own, recorded when the replica that posted it died first.

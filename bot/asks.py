@@ -153,6 +153,9 @@ def build_record(env: AskEnvelope, *, tag: str, created_ms: int, settings: Setti
         remind_every_ms=remind or None,
         max_reminders=policy.max_reminders if policy.max_reminders is not None else defaults.max_reminders,
         approval=approval,
+        thread_answers=next(
+            (v for v in (env.thread_answers, policy.thread_answers) if v is not None), settings.thread_answers
+        ),
     )
     if route is None:
         return Rejection(

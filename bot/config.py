@@ -66,6 +66,8 @@ class Policy(_Strict):
     max_reminders: int | None = Field(default=None, ge=0, le=100)
     approval: Approval | None = None
     """Several people must agree (protocol section 13); an ask's own ``approval`` overrides it."""
+    thread_answers: bool | None = None
+    """Answers typed in the ask's thread or DM (docs/thread-answers.md); an ask's own switch overrides it."""
 
     @field_validator("timeout_ms", "remind_every_ms", mode="before")
     @classmethod
@@ -154,6 +156,15 @@ class Settings(BaseSettings):
     redis_wait_ms: int = Field(default=1_000, ge=10, le=60_000, validation_alias="SLACK_ASK_REDIS_WAIT_MS")
     loop_failing_ms: int = Field(default=60_000, ge=100, validation_alias="SLACK_ASK_LOOP_FAILING_MS")
     """``/healthz`` answers 503 once a loop has failed without a success for this long."""
+    # Answers typed in an ask's thread or DM (docs/thread-answers.md): on unless turned off here, by a
+    # policy or by the ask; the keyword lists are comma-separated.
+    thread_answers: bool = Field(default=True, validation_alias="SLACK_ASK_THREAD_ANSWERS")
+    approve_words: str = Field(
+        default="approve,approved,lgtm,yes", validation_alias="SLACK_ASK_APPROVE_WORDS"
+    )
+    decline_words: str = Field(
+        default="decline,declined,deny,denied,reject,rejected", validation_alias="SLACK_ASK_DECLINE_WORDS"
+    )
     policy_file: PolicyFile = Field(default_factory=PolicyFile, exclude=True)
 
     @model_validator(mode="after")

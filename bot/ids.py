@@ -17,6 +17,8 @@ __all__ = [
     "ACTION_OPEN",
     "ACTION_OTHER",
     "ACTION_PREFIX",
+    "ACTION_REPLY_CHANGE",
+    "ACTION_REPLY_CONFIRM",
     "FIELD_ADDITIONAL",
     "FIELD_ANSWER",
     "FIELD_CUSTOM",
@@ -39,6 +41,10 @@ ACTION_OTHER = "slack_ask:other"
 ACTION_DECLINE = "slack_ask:decline"
 ACTION_OPEN = "slack_ask:open"
 """Opens the full form in a modal."""
+ACTION_REPLY_CONFIRM = "slack_ask:reply_confirm"
+"""Confirm on the private reading of a typed reply (docs/thread-answers.md); value is a ``Pending``."""
+ACTION_REPLY_CHANGE = "slack_ask:reply_change"
+"""Change on that reading: opens the ask's form; value is the same ``Pending``."""
 ACTION_NOOP = "slack_ask:noop"
 """Elements inside modals that need no server round trip (Slack still sends block_actions for some)."""
 

@@ -75,6 +75,8 @@ class AskRecord(_Rec):
     max_reminders: int = 3
     approval: Approval | None = None
     """Several people must agree (protocol section 13); the policy's when the ask names none."""
+    thread_answers: bool = True
+    """Replies typed in the ask's thread (or its DM) are read as answers (docs/thread-answers.md)."""
 
     @property
     def question_count(self) -> int:

@@ -33,7 +33,7 @@ from contract import (
     format_rich_answers,
     narrate,
 )
-from contract.envelopes import Outcome
+from contract.envelopes import Outcome, Via
 
 __all__ = [
     "HOST",
@@ -173,6 +173,7 @@ def result_prefix(
     responder: ResultResponder | None,
     slack: ResultSlack | None,
     created_at: str | None,
+    via: Via | None = None,
 ) -> str:
     """The result JSON up to ``"resolved_at":``; the resolve script adds the votes, Redis time and ``}``."""
     body: dict[str, Any] = {
@@ -185,6 +186,7 @@ def result_prefix(
         "details": ending.details,
         "delivery": ending.delivery.to_wire(),
         "responder": responder.model_dump(mode="json") if responder is not None else None,
+        "via": via,
         "slack": slack.model_dump(mode="json") if slack is not None else None,
         "error": ending.error.model_dump(mode="json") if ending.error is not None else None,
         "created_at": created_at,

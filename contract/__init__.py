@@ -31,6 +31,7 @@ from contract.envelopes import (
     ResultSlack,
     ResultVote,
     Route,
+    Via,
     parse_ask_envelope,
     parse_cancel_envelope,
 )
@@ -125,6 +126,7 @@ __all__ = [
     "Status",
     "Surface",
     "TimeoutPolicy",
+    "Via",
     "apply_timeout_policy",
     "approval_problem",
     "build_details",

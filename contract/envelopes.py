@@ -49,6 +49,7 @@ __all__ = [
     "ResultSlack",
     "ResultVote",
     "Route",
+    "Via",
     "parse_ask_envelope",
     "parse_cancel_envelope",
 ]
@@ -75,6 +76,8 @@ APPROVAL_NO_DEFAULT = (
 Outcome = Literal["answered", "cancelled", "timeout", "dismissed", "unavailable", "error"]
 EnvelopeErrorCode = Literal["invalid_envelope", "unsupported_version"]
 Format = Literal["pi-question", "rich"]
+Via = Literal["button", "form", "thread", "home"]
+"""Where the human act that ended an ask came from (protocol sections 3 and 14)."""
 
 
 def _json_integer(value: Any) -> Any:
@@ -262,6 +265,9 @@ class AskEnvelope(_In):
     """Interval of thread reminders while pending (raised to the configured floor)."""
     approval: Approval | None = None
     """Several people must agree; section 13."""
+    thread_answers: StrictBool | None = None
+    """Section 14: false turns off answers typed in the ask's thread or DM; absent: the policy's, else
+    the setting ``SLACK_ASK_THREAD_ANSWERS`` (on by default)."""
 
     @field_validator("approval")
     @classmethod
@@ -340,6 +346,8 @@ class ResultEnvelope(_Out):
     responder: ResultResponder | None = None
     votes: list[ResultVote] | None = None
     """Section 13: the final vote of each person in the order cast; null for asks without approval."""
+    via: Via | None = None
+    """Section 14: where the deciding human act came from; null when no human act ended the ask."""
     slack: ResultSlack | None = None
     error: ResultError | None = None
     created_at: str | None = None

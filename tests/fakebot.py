@@ -43,6 +43,7 @@ def make_result(envelope: dict[str, Any], outcome: str = "answered", **extra: An
         "delivery": delivery,
         "responder": {"id": "U0HUMAN", "name": "Ada"} if outcome == "answered" else None,
         "votes": None,
+        "via": "button" if outcome == "answered" else None,
         "slack": None,
         "error": error,
         "created_at": "2026-01-01T00:00:00.000Z",

@@ -85,7 +85,17 @@ async def test_doctor_names_the_scopes_the_token_lacks(fake_slack: Any, redis_ur
     assert code == 1
     line = line_about(lines, "scopes")
     assert line.startswith("FAIL") and "im:write, usergroups:read" in line and "reinstall" in line
+    assert "typed" not in line
     assert verdicts(lines)["bot token (SLACK_BOT_TOKEN)"] == "ok"
+
+
+async def test_doctor_says_a_missing_history_scope_leaves_typed_answers_unheard(
+    fake_slack: Any, redis_url: str
+) -> None:
+    fake_slack.scopes = [s for s in BOT_SCOPES if s not in {"im:history", "mpim:history"}]
+    code, lines = await doctor(fake_slack, redis_url)
+    line = line_about(lines, "scopes")
+    assert code == 1 and "without im:history, mpim:history answers typed in threads and DMs" in line
 
 
 async def test_doctor_fails_a_default_channel_the_bot_is_not_in(fake_slack: Any, redis_url: str) -> None:

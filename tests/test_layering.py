@@ -23,6 +23,7 @@ PURE = (
     "bot.ids",
     "bot.render",
     "bot.slack.interactions",
+    "bot.slack.replies",
     "bot.slack.blockkit",
     "bot.slack.blockkit_rules",
     "bot.slack.scopes",

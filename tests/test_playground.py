@@ -532,3 +532,20 @@ async def test_a_broken_approval_is_refused_beside_the_form(
     refused = await page.post("ui/ask", {"text": json.dumps(request), **fields}, status=400)
     assert error in refused["error"]
     assert await playground.redis.xlen(f"{playground.prefix}:asks") == 0
+
+
+async def test_a_reply_typed_in_the_page_answers_the_ask_in_its_thread(page: PageClient) -> None:
+    sent = await page.ask(TWO_QUESTIONS)
+    [message] = await page.posted()
+    typed = await page.post(
+        "ui/reply", {"user": "U0ALICE", "channel": "C0DEPLOY", "thread_ts": message["ts"], "text": "nope"}
+    )
+    assert typed["ok"] and typed["ts"]  # two questions and a line naming neither: nothing recorded
+    first = TWO_QUESTIONS["questions"][0]["id"]
+    second = TWO_QUESTIONS["questions"][1]["id"]
+    text = f"{first}: 1\n{second}: 1"
+    await page.post(
+        "ui/reply", {"user": "U0ALICE", "channel": "C0DEPLOY", "thread_ts": message["ts"], "text": text}
+    )
+    result = await page.result(sent["ask_id"])
+    assert result["outcome"] == "answered" and result["via"] == "thread"

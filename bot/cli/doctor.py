@@ -27,7 +27,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.config import Settings, load_settings
 from bot.errors import ConfigError
 from bot.slack.gateway import make_client
-from bot.slack.scopes import BOT_SCOPES
+from bot.slack.scopes import BOT_SCOPES, THREAD_ANSWER_SCOPES
 from bot.storage.connection import connect, redacted
 from bot.storage.diagnose import unreachable_reason
 from bot.storage.store import Store
@@ -150,13 +150,19 @@ async def _bot_token(settings: Settings, limit_s: float) -> _BotResult:
     else:
         granted = {s.strip() for s in granted_header.split(",") if s.strip()}
         missing = [s for s in BOT_SCOPES if s not in granted]
+        unheard = [s for s in THREAD_ANSWER_SCOPES if s in missing]
         if missing:
             checks.append(
                 Check(
                     "FAIL",
                     "scopes",
                     f"the bot token lacks {', '.join(missing)}: add them under OAuth & Permissions "
-                    "(or update the app from manifest.yml), reinstall the app and use the new token",
+                    "(or update the app from manifest.yml), reinstall the app and use the new token"
+                    + (
+                        f"; without {', '.join(unheard)} answers typed in threads and DMs there are not heard"
+                        if unheard
+                        else ""
+                    ),
                 )
             )
         else:

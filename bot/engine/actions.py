@@ -31,6 +31,7 @@ from bot.slack.interactions import (
 )
 from bot.storage.store import LoadedAsk, ResolveVerdict
 from contract import QuestionAnswer
+from contract.envelopes import Via
 
 __all__ = ["Actions"]
 
@@ -232,8 +233,10 @@ class Actions(Room):
         channel: str | None,
         ts: str | None,
         event: str,
+        via: Via,
     ) -> None:
-        """End the ask with a person's answer (or decline); a refusal is told to them."""
+        """End the ask with a person's answer (or decline); a refusal is told to them. ``via``: where
+        the act came from (protocol section 14)."""
         acted_on = self._acted_on(loaded, channel, ts)
         await act.before(self._learn_acted_on(loaded, acted_on))
         verdict = await self.endings.end(
@@ -246,6 +249,7 @@ class Actions(Room):
             acted_on=acted_on,
             refuse_late=True,
             act=act,
+            via=via,
         )
         if verdict.verdict == "won":
             return
@@ -274,7 +278,7 @@ class Actions(Room):
             await self._refuse(act, Refusal("ended", render.render_refusal("ended")))
             return
         if rec.approval is not None:
-            await self._vote(loaded, act, option, channel=action.channel, ts=action.message_ts)
+            await self._vote(loaded, act, option, channel=action.channel, ts=action.message_ts, via="button")
             return
         question = rec.request.questions[0]
         answers = [QuestionAnswer(id=question.id, status="answered", selected=[option])]
@@ -285,16 +289,24 @@ class Actions(Room):
             channel=action.channel,
             ts=action.message_ts,
             event="answered",
+            via="button",
         )
 
     async def _vote(
-        self, loaded: LoadedAsk, act: Act, option: int, *, channel: str | None, ts: str | None
+        self,
+        loaded: LoadedAsk,
+        act: Act,
+        option: int,
+        *,
+        channel: str | None,
+        ts: str | None,
+        via: Via,
     ) -> None:
         """An approval ask (protocol section 13): the act is a vote (bot.engine.votes), on a message
         recorded first if the record lacks it."""
         acted_on = self._acted_on(loaded, channel, ts)
         await act.before(self._learn_acted_on(loaded, acted_on))
-        await self.votes.vote(loaded, act, option, acted_on=acted_on)
+        await self.votes.vote(loaded, act, option, acted_on=acted_on, via=via)
 
     async def on_decline(self, action: BlockAction) -> None:
         """Decline opens a small modal with an optional reason (protocol section 9); its Decline button
@@ -313,7 +325,7 @@ class Actions(Room):
             return
         ending = results.declined(loaded.record, None)
         await self._answer(
-            loaded, ending, act, channel=action.channel, ts=action.message_ts, event="declined"
+            loaded, ending, act, channel=action.channel, ts=action.message_ts, event="declined", via="button"
         )
 
     async def on_open(self, action: BlockAction, *, other: bool = False) -> None:
@@ -407,9 +419,11 @@ class Actions(Room):
                 await self._refuse(act, self._not_allowed())
                 return
             if vote is not None:
-                await self._vote(loaded, act, vote, channel=meta.channel, ts=meta.ts)
+                await self._vote(loaded, act, vote, channel=meta.channel, ts=meta.ts, via="form")
             else:
-                await self._answer(loaded, ending, act, channel=meta.channel, ts=meta.ts, event=event)
+                await self._answer(
+                    loaded, ending, act, channel=meta.channel, ts=meta.ts, event=event, via="form"
+                )
 
         return None, lambda: self.acts.run(act, resolve())
 

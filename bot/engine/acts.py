@@ -82,7 +82,7 @@ lives 30 minutes)."""
 UNAVAILABLE = (RedisError, OSError, StoreError)
 """What Redis being away looks like (``TimeoutError`` is an ``OSError``); anything else is a bug."""
 
-Kind = Literal["click", "open", "submission"]
+Kind = Literal["click", "open", "submission", "reply"]
 Counted = Callable[[LoadedAsk], bool]
 
 
@@ -95,6 +95,8 @@ class Act:
     channel: str | None
     kind: Kind = "click"
     response_url: str | None = None
+    thread_ts: str | None = None
+    """Where a private word goes when there is no ``response_url`` (a reply typed in a thread)."""
     phase: Literal["before", "sent", "done"] = "before"
     recorded: bool = False
     """Done and counted (an answer won, a vote was counted)."""
@@ -111,7 +113,8 @@ class Act:
 
     @property
     def read_budget_s(self) -> float:
-        return CLICK_READ_BUDGET_S if self.kind == "click" else READ_BUDGET_S
+        # A click and a typed reply are acked to Slack before the bot reads anything.
+        return CLICK_READ_BUDGET_S if self.kind in ("click", "reply") else READ_BUDGET_S
 
     @property
     def name(self) -> str:
@@ -210,7 +213,7 @@ class Acts(Room):
         if act.channel is None:
             return
         try:
-            await self.slack.ephemeral(act.channel, act.user.id, text)
+            await self.slack.ephemeral(act.channel, act.user.id, text, thread_ts=act.thread_ts)
         except SlackError as exc:
             log.info("could not tell %s privately: %s", act.user.id, exc)
 

@@ -9,6 +9,7 @@ from bot.config import Settings
 from bot.engine.actions import Actions
 from bot.engine.endings import Endings
 from bot.engine.intake import Intake
+from bot.engine.replies import Replies
 from bot.engine.room import Shared
 from bot.engine.timers import Timers
 from bot.ids import AskRef
@@ -31,6 +32,7 @@ class Engine:
         self.endings = Endings(shared)
         self.timers = Timers(shared, endings=self.endings)
         self.actions = Actions(shared, endings=self.endings, timers=self.timers)
+        self.replies = Replies(shared, actions=self.actions)
         self.intake = Intake(shared, endings=self.endings, timers=self.timers, actions=self.actions)
         self.lease_ms = self.intake.lease_ms
 
@@ -55,6 +57,16 @@ class Engine:
         self, sub: ViewSubmission
     ) -> tuple[dict[str, Any] | None, Callable[[], Awaitable[None]] | None]:
         return await self.actions.on_submit(sub)
+
+    async def on_reply(self, event: dict[str, Any]) -> None:
+        """A person's message: an answer typed in an ask's thread or DM (bot.engine.replies)."""
+        await self.replies.on_message(event)
+
+    async def on_reply_confirm(self, action: BlockAction, value: str | None) -> None:
+        await self.replies.on_confirm(action, value)
+
+    async def on_reply_change(self, action: BlockAction, value: str | None) -> None:
+        await self.replies.on_change(action, value)
 
     # ------------------------------------------------------------------ operators and events
 

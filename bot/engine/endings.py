@@ -15,7 +15,7 @@ from bot.model import AskRecord, PostedMessage
 from bot.slack.interactions import SlackUser
 from bot.slack.pacing import Priority
 from bot.storage.store import Lease, Resolution, ResolveVerdict, iso_ms
-from contract.envelopes import ResultResponder, ResultSlack
+from contract.envelopes import ResultResponder, ResultSlack, Via
 
 __all__ = ["Endings"]
 
@@ -38,15 +38,16 @@ class Endings(Room):
         release_lease: bool = False,
         lease: Lease | None = None,
         act: Act | None = None,
+        via: Via | None = None,
     ) -> ResolveVerdict:
         """End the ask with ``ending`` unless something else already did; then update Slack.
 
         ``release_lease``: intake ends it without posting, so no delivery is in flight. ``lease``: the
         intake lease the ending is made under (fenced: ``stale`` once another holds the ask). ``act``:
         a person's act, whose write is bounded and refused by Redis once the bot gave up on it
-        (``bot.engine.acts``)."""
+        (``bot.engine.acts``). ``via``: where a person's deciding act came from (protocol section 14)."""
         prefix = await self.result_prefix(
-            rec, ending, actor=actor, where=acted_on or (messages[-1] if messages else None)
+            rec, ending, actor=actor, where=acted_on or (messages[-1] if messages else None), via=via
         )
         resolution = Resolution(
             rec,
@@ -54,7 +55,7 @@ class Endings(Room):
             prefix,
             actor.id if actor is not None else None,
             event,
-            (reason if reason is not None else detail)[:500],
+            _audit_detail(reason if reason is not None else detail, via)[:500],
             refuse_late=refuse_late,
             release_lease=release_lease,
             reason=reason or "",
@@ -98,7 +99,13 @@ class Endings(Room):
         )
 
     async def result_prefix(
-        self, rec: AskRecord, ending: results.Ending, *, actor: SlackUser | None, where: PostedMessage | None
+        self,
+        rec: AskRecord,
+        ending: results.Ending,
+        *,
+        actor: SlackUser | None,
+        where: PostedMessage | None,
+        via: Via | None = None,
     ) -> str:
         slack_ref = None
         if where is not None:
@@ -114,6 +121,7 @@ class Endings(Room):
             responder=ResultResponder(id=actor.id, name=actor.display) if actor is not None else None,
             slack=slack_ref,
             created_at=iso_ms(rec.created_ms),
+            via=via,
         )
 
     async def finish_messages(
@@ -177,3 +185,10 @@ class Endings(Room):
                 )
         if ok == len(messages):
             await self.store.finalize(rec.tag, rec.ask_id, len(messages))
+
+
+def _audit_detail(detail: str, via: Via | None) -> str:
+    """The audit line says where the deciding act came from (protocol section 14), then the detail."""
+    if via is None:
+        return detail
+    return f"via {via}: {detail}" if detail else f"via {via}"

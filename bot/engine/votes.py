@@ -22,7 +22,7 @@ from bot.metrics import METRICS
 from bot.model import AskRecord, PostedMessage
 from bot.storage.store import LoadedAsk, Vote
 from contract import QuestionAnswer
-from contract.envelopes import ResultResponder, ResultVote
+from contract.envelopes import ResultResponder, ResultVote, Via
 
 __all__ = ["REQUESTER_UNKNOWN", "Votes"]
 
@@ -47,8 +47,17 @@ class Votes(Room):
         self.acts = acts
         self._emails: dict[str, tuple[float, str | None]] = {}
 
-    async def vote(self, loaded: LoadedAsk, act: Act, option: int, *, acted_on: PostedMessage | None) -> None:
-        """Count the person's vote for ``option``; when it cannot count, they are told why."""
+    async def vote(
+        self,
+        loaded: LoadedAsk,
+        act: Act,
+        option: int,
+        *,
+        acted_on: PostedMessage | None,
+        via: Via = "button",
+    ) -> None:
+        """Count the person's vote for ``option``; when it cannot count, they are told why. ``via``:
+        where the vote came from (protocol section 14)."""
         rec = loaded.record
         user = act.user
         assert rec.approval is not None and rec.request is not None
@@ -65,7 +74,7 @@ class Votes(Room):
         question = rec.request.questions[0]
         # Exactly the result of one person choosing this option, should this vote decide.
         ending = results.answered(rec, [QuestionAnswer(id=question.id, status="answered", selected=[option])])
-        prefix = await self.endings.result_prefix(rec, ending, actor=user, where=acted_on)
+        prefix = await self.endings.result_prefix(rec, ending, actor=user, where=acted_on, via=via)
         ballot = Vote(
             rec,
             ResultResponder(id=user.id, name=user.display),

@@ -54,6 +54,7 @@ from bot.playground.state import (
     View,
     Workspace,
 )
+from bot.playground.talk import Talk
 from bot.playground.webapi import WebApi
 from bot.slack.scopes import BOT_SCOPES
 
@@ -62,7 +63,7 @@ __all__ = ["BotResponse", "FakeSlack", "Fault"]
 _T = TypeVar("_T")
 
 
-class FakeSlack(People, WebApiServer):
+class FakeSlack(People, Talk, WebApiServer):
     """Slack's Web API, Events API sender and interactive humans, served on loopback."""
 
     def __init__(

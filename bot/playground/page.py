@@ -219,6 +219,7 @@ class PlaygroundPage:
                 web.post("/ui/submit", self._submit),
                 web.post("/ui/close", self._close),
                 web.post("/ui/delete", self._delete),
+                web.post("/ui/reply", self._reply),
                 web.post("/ui/ask", self._ask),
                 web.post("/ui/step", self._step),
             ]
@@ -406,6 +407,15 @@ class PlaygroundPage:
         body = await self._body(request)
         response = await self.fake.delete_message(_required(body, "channel"), _required(body, "ts"))
         return _bot_answer(response)
+
+    async def _reply(self, request: web.Request) -> web.StreamResponse:
+        """A person types a reply in a message's thread (the bot gets Slack's message event)."""
+        body = await self._body(request)
+        text = _required(body, "text")
+        reply = await self.fake.reply(
+            _required(body, "user"), _required(body, "channel"), _required(body, "thread_ts"), text
+        )
+        return web.json_response({"ok": True, "ts": reply.ts})
 
     def _delete_note(self, m: Message) -> str:
         """What the Delete dialog says will happen: exactly the event the bot gets, if any."""

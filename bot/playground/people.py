@@ -130,38 +130,6 @@ class People:
             return None
         return "message_changed" if self.state.thread_replies(message) else "message_deleted"
 
-    async def say(self, user_id: str, channel: str, text: str, *, thread_ts: str | None = None) -> Message:
-        """`user_id` posts a message (a user id as channel: their DM with the bot); the bot gets the event."""
-        user = self._human(user_id)
-        found = self._channel(self.state.resolve_channel_id(channel))
-        if found.is_im and found.user != user_id:
-            msg = f"{user_id} cannot post in {found.id}, the bot's DM with {found.user}"
-            raise FakeSlackError(msg)
-        if not found.is_im and user_id not in found.members:
-            msg = f"{user_id} is not a member of {found.id}; members: {found.members}"
-            raise FakeSlackError(msg)
-        if found.is_archived:
-            msg = f"{found.id} is archived; nobody can post in it"
-            raise FakeSlackError(msg)
-        message = Message(
-            channel=found.id,
-            ts=self.state.next_ts(),
-            text=text,
-            user=user.id,
-            team=self.state.team_id,
-            thread_ts=thread_ts,
-        )
-        self.state.messages.setdefault(found.id, []).append(message)
-        self.state.touch()
-        event = {
-            **message.to_slack(),
-            "channel": found.id,
-            "event_ts": message.ts,
-            "channel_type": found.channel_type,
-        }
-        await self._deliver(event, found)
-        return message
-
     # acting on what the bot rendered
 
     async def click(

@@ -24,6 +24,7 @@ from bot.render.questions import (
     kind_words,
     question_views,
 )
+from bot.render.replies import THREAD_HINT
 from bot.render.shared import (
     Message,
     context_block,
@@ -160,6 +161,8 @@ def _about(ask: AskRecord, *, now_ms: int, step: int, elsewhere: Sequence[str]) 
     places = [inline(place, 200) for place in elsewhere if place and place.strip()]
     if places:
         parts.append(cut("Also asked in " + ", ".join(places), 600))
+    if ask.thread_answers and ask.request is not None:
+        parts.append(THREAD_HINT)
     return parts
 
 

@@ -32,7 +32,7 @@ import aiohttp
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.errors import SlackAuthError, SlackBusyError, SlackPermanentError, SlackUnreachableError
+from bot.errors import SlackAuthError, SlackBusyError, SlackError, SlackPermanentError, SlackUnreachableError
 from bot.model import Target
 from bot.slack.pacing import Pacer, Priority
 
@@ -145,6 +145,7 @@ class SlackGateway:
         self.identity: Mapping[str, Any] | None = None
         """The whole ``auth.test`` answer (Bolt's authorization reuses it)."""
         self._groups: dict[str, tuple[float, frozenset[str]]] = {}
+        self._names: dict[str, tuple[float, str]] = {}
         self._bot_user_id: str | None = None
 
     # -- the one way out --------------------------------------------------------------------
@@ -450,10 +451,21 @@ class SlackGateway:
     async def delete(self, channel: str, ts: str) -> None:
         await self.call("chat.delete", where=f"for {channel}/{ts}", priority="clear", channel=channel, ts=ts)
 
-    async def ephemeral(self, channel: str, user: str, text: str) -> None:
-        await self.call(
-            "chat.postEphemeral", where=f"to {user} in {channel}", channel=channel, user=user, text=text
-        )
+    async def ephemeral(
+        self,
+        channel: str,
+        user: str,
+        text: str,
+        *,
+        blocks: list[dict[str, Any]] | None = None,
+        thread_ts: str | None = None,
+    ) -> None:
+        params: dict[str, Any] = {"channel": channel, "user": user, "text": text}
+        if blocks:
+            params["blocks"] = blocks
+        if thread_ts:
+            params["thread_ts"] = thread_ts
+        await self.call("chat.postEphemeral", where=f"to {user} in {channel}", **params)
 
     async def respond(self, response_url: str, text: str, *, limit_s: float = 5.0) -> None:
         """A private message to the person who clicked, through the click's ``response_url``: no token
@@ -514,6 +526,22 @@ class SlackGateway:
         members = frozenset(str(u) for u in data.get("users") or [])
         self._groups[group] = (now, members)
         return members
+
+    async def user_name(self, user: str) -> str:
+        """A person's Slack name for results and the bot's replies (``users.info``, cached for a
+        minute); the id itself when Slack cannot tell."""
+        cached = self._names.get(user)
+        now = time.monotonic()
+        if cached is not None and now - cached[0] < _CACHE_S:
+            return cached[1]
+        try:
+            data = await self.call("users.info", user=user, where=f"for {user}", retry=False)
+        except SlackError:
+            return user
+        found = data.get("user") or {}
+        name = str(found.get("name") or found.get("real_name") or user)
+        self._names[user] = (now, name)
+        return name
 
     async def is_own_message(self, *, bot_id: str | None, app_id: str | None) -> bool:
         """Whether a message Slack told of was posted by this bot: its ``bot_id`` (or ``app_id``) is

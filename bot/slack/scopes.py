@@ -6,7 +6,7 @@ header of every Web API answer); the fake Slack grants exactly these unless told
 
 from __future__ import annotations
 
-__all__ = ["BOT_SCOPES"]
+__all__ = ["BOT_SCOPES", "THREAD_ANSWER_SCOPES"]
 
 BOT_SCOPES: tuple[str, ...] = (
     "chat:write",
@@ -22,3 +22,7 @@ BOT_SCOPES: tuple[str, ...] = (
     "channels:read",
     "groups:read",
 )
+
+THREAD_ANSWER_SCOPES: tuple[str, ...] = ("channels:history", "groups:history", "im:history", "mpim:history")
+"""Without these, Slack sends no message events from that kind of conversation, so the answers people
+type in an ask's thread or DM (docs/thread-answers.md) are never heard there."""

@@ -318,6 +318,7 @@ class TestResultEnvelope:
             "delivery": {"surface": "none", "degraded": False},
             "responder": None,
             "votes": None,
+            "via": None,
             "slack": None,
             "error": None,
             "created_at": None,

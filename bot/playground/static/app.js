@@ -986,7 +986,10 @@
     h("div", { class: "msg-main" },
       renderMessageBody(m, item.ephemeral),
       item.ephemeral || m.tombstone ? null : h("div", { class: "msg-tools" },
-        h("button", { type: "button", class: "link-button", "aria-label": "Delete this message as a workspace admin", onclick: () => deleteMessage(m) }, "Delete")),
+        h("button", { type: "button", class: "link-button", "aria-label": "Delete this message as a workspace admin", onclick: () => deleteMessage(m) }, "Delete"),
+        // Type a reply in this message's thread as the person chosen above (answers by typing: docs/thread-answers.md).
+        h("form", { class: "reply-form", onsubmit: (e) => replyTo(e, m) },
+          h("input", { type: "text", name: "reply", "aria-label": "Reply in thread", placeholder: "Reply in thread…", autocomplete: "off" }))),
       item.replies.length ? h("details", { class: "thread", open: true },
         h("summary", {}, `${item.replies.length} ${item.replies.length === 1 ? "reply" : "replies"}`),
         h("ol", { class: "thread-replies" }, item.replies.map((r) => h("li", {
@@ -996,6 +999,15 @@
         h("div", { class: `avatar small${r.ephemeral || authorOf(r.message).bot ? " bot" : ""}`, "aria-hidden": "true" }, initials(r.ephemeral ? S.state.bot.name : authorOf(r.message).name)),
         h("div", { class: "msg-main" }, renderMessageBody(r.message, r.ephemeral)))))) : null));
     return li;
+  }
+
+  async function replyTo(event, m) {
+    event.preventDefault();
+    const input = event.target.elements.reply;
+    const text = input.value;
+    if (!text.trim()) return;
+    input.value = "";
+    await send("/ui/reply", { user: S.me, channel: m.channel, thread_ts: m.thread_ts || m.ts, text });
   }
 
   async function deleteMessage(m) {
