@@ -33,7 +33,7 @@ from bot.storage.records import (
     _withdrawn,
     iso_ms,
 )
-from bot.storage.stream import IntakeStream
+from bot.storage.timer_store import TimerStore
 from contract.envelopes import ResultVote
 
 __all__ = [
@@ -54,9 +54,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class Store(IntakeStream):
-    """Redis access for one deployment (key prefix): the intake stream (:class:`IntakeStream`), ask
-    records, results, timers and the operators' reads."""
+class Store(TimerStore):
+    """Redis access for one deployment (key prefix): the intake stream (:class:`IntakeStream`), the
+    timers (:class:`TimerStore`), ask records, results and the operators' reads."""
 
     # -- ask records -----------------------------------------------------------------------
 
@@ -229,11 +229,6 @@ class Store(IntakeStream):
         payload = json.dumps([{"channel": m.channel, "ts": m.ts} for m in messages])
         [reply] = await self._run([self._script("withdraw", [k.ask, k.audit], [payload, actor, detail])])
         return _s(reply[0])
-
-    async def schedule_in(self, ask_id: str, tag: str, delay_ms: int) -> None:
-        """A timer ``delay_ms`` from now in Redis time, unless an earlier one is set."""
-        member = due_member(ask_id, tag)
-        await self._run([self._script("schedule_in", [self.keys.due], [delay_ms, member, "keep_earlier"])])
 
     async def resolve(self, resolution: Resolution) -> ResolveVerdict:
         """End the ask if nobody did yet: state, result push and audit in one atomic step.
@@ -447,14 +442,6 @@ class Store(IntakeStream):
         if steps:
             await self._run(steps)
 
-    def _zrem_due(self, ask_id: str, tag: str) -> Step:
-        member = due_member(ask_id, tag)
-        return lambda pipe: pipe.zrem(self.keys.due, member)
-
-    async def unschedule_many(self, asks: Sequence[tuple[str, str]]) -> None:
-        if asks:
-            await self._run([self._zrem_due(ask_id, tag) for ask_id, tag in asks])
-
     async def cancel_or_remember(
         self, ask_id: str, reply_to: str, reason: str, *, tag: str
     ) -> Literal["remembered", "found", "foreign"]:
@@ -525,44 +512,6 @@ class Store(IntakeStream):
             votes=_votes(h.get("votes")) if record.approval is not None else None,
             withdrawn=_withdrawn(h.get("withdrawn")),
         )
-
-    # -- timers ----------------------------------------------------------------------------
-
-    async def schedule(self, ask_id: str, tag: str, at_ms: int) -> None:
-        member = due_member(ask_id, tag)
-        ask = self.ask_keys(tag, ask_id).ask
-        # A timer set by work that raced the ask's end (an escalation's next step, say) must not
-        # outlive it: once the ask is ended and finished, nothing would remove it before it fires.
-        # finalize sets ``finalized`` before it removes the timer, so either it or this sees the other
-        # (the ZADD goes first, the read after it; one round trip, in order).
-        _added, (state, finalized) = await self._run(
-            [
-                lambda pipe: pipe.zadd(self.keys.due, {member: at_ms}),
-                lambda pipe: pipe.hmget(ask, ["state", "finalized"]),
-            ],
-            confirm=False,
-        )
-        if _s(state or b"") == "ended" and _s(finalized or b"") == "1":
-            await self.redis.zrem(self.keys.due, member)
-
-    async def unschedule(self, ask_id: str, tag: str) -> None:
-        await self.redis.zrem(self.keys.due, due_member(ask_id, tag))
-
-    async def hold_timer(self, ask_id: str, tag: str, lease_ms: int) -> None:
-        """Renew a sweeper's claim on an ask's timer: due again ``lease_ms`` from now (Redis time),
-        only if the ask still has one (XX: an ask that ended and was cleaned up gets none back)."""
-        member = due_member(ask_id, tag)
-        now = await self.server_time_ms()
-        await self.redis.zadd(self.keys.due, {member: now + lease_ms}, xx=True)
-
-    async def claim_due(self, *, limit: int, lease_ms: int) -> tuple[int, list[tuple[str, str]]]:
-        """Atomically take up to ``limit`` due timers; returns Redis time and (ask_id, tag) pairs."""
-        # Not confirmed: a claim lost in a failover only makes the timer fire again.
-        [reply] = await self._run(
-            [self._script("claim_due", [self.keys.due], [limit, lease_ms])], confirm=False
-        )
-        now = int(_s(reply[0]))
-        return now, [parse_due_member(_s(m)) for m in reply[1:]]
 
     # -- operators -------------------------------------------------------------------------
 
