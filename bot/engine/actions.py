@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from bot import render, results
@@ -128,6 +129,14 @@ class Actions(Room):
         """Tell the person why their act changed nothing (``Acts.refuse``), then heal the message they
         acted on if the ask has ended: it may be a stray the bot never recorded (a crash between post
         and record), or an update that has not landed yet."""
+        if refusal.ended is not None and act.ref is not None and self.store.min_replicas:
+            # With SLACK_ASK_REDIS_MIN_REPLICAS the person is told and shown only an ending that
+            # replicas hold: one the master alone has (its WAIT fell short) a failover can take back.
+            again, _ = await act.before(self.store.look(act.ref.tag, act.ref.ask_id, confirm=True))
+            if again is None or again.state != "ended" or again.result is None:
+                refusal = Refusal("unrecorded", render.render_refusal("unrecorded"))
+            else:
+                refusal = replace(refusal, ended=again)
         mine = refusal.ended is not None and act.counted is not None and act.counted(refusal.ended)
         if mine:
             # The ask ended with this very act: the same click sent twice (a load balancer's retry)

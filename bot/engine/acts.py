@@ -256,8 +256,10 @@ class Acts(Room):
         backoff = 0.25
         while True:
             try:
-                async with asyncio.timeout(READ_BUDGET_S):
-                    loaded, redis_ms = await self.store.look(act.ref.tag, act.ref.ask_id)
+                async with asyncio.timeout(READ_BUDGET_S + self.store.replica_wait_ms / 1000):
+                    # Confirmed: an act whose write replicas did not confirm (NotReplicatedError)
+                    # is told it counted only once a failover can no longer take it back.
+                    loaded, redis_ms = await self.store.look(act.ref.tag, act.ref.ask_id, confirm=True)
             except UNAVAILABLE:
                 if time.monotonic() > give_up:
                     log.warning(

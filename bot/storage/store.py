@@ -471,11 +471,14 @@ class Store(TimerStore):
         k = self.ask_keys(tag, ask_id)
         return self._loaded(k.ask, await self.redis.hgetall(k.ask))
 
-    async def look(self, tag: str, ask_id: str) -> tuple[LoadedAsk | None, int]:
+    async def look(self, tag: str, ask_id: str, *, confirm: bool = False) -> tuple[LoadedAsk | None, int]:
         """``load``, with the Redis time it was read at (one step on the ask's node: ``look.lua``).
-        That time anchors a person's act (``bot.engine.acts``)."""
+        That time anchors a person's act (``bot.engine.acts``). ``confirm``: what it shows is held by
+        ``min_replicas`` replicas (else ``NotReplicatedError``), an act's own unconfirmed write too."""
         k = self.ask_keys(tag, ask_id)
-        [reply] = await self._run([self._script("look", [k.ask], [])], confirm=False)
+        confirmed = confirm and self.min_replicas > 0
+        script = self._script("look", [k.ask], ["1" if confirmed else "0"])
+        [reply] = await self._run([script], confirm=confirmed)
         flat = list(reply[1])
         return self._loaded(k.ask, dict(zip(flat[::2], flat[1::2], strict=True))), int(reply[0])
 
