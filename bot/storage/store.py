@@ -167,11 +167,12 @@ class Store(TimerStore):
         k = self.ask_keys(tag, ask_id)
         payload = json.dumps([m.model_dump() for m in messages])
         steps: list[Step] = []
-        if track_channel:
-            # Before the record: once posted.lua has run, the ask may end and leave its channels at
-            # any moment, and a member added after that would stay behind.
-            for channel_key in {self.keys.channel(m.channel) for m in messages}:
-                steps.extend(self._track(channel_key, due_member(ask_id, tag)))
+        member = due_member(ask_id, tag)
+        tracked = sorted({self.keys.channel(m.channel) for m in messages}) if track_channel else []
+        # Before the record: once posted.lua has run, the ask may end and leave its channels at any
+        # moment, and a member added after that would stay behind.
+        for channel_key in tracked:
+            steps.extend(self._track(channel_key, member))
         at = len(steps)
         steps.append(
             self._script(
@@ -184,6 +185,10 @@ class Store(TimerStore):
         replies = await self._run(steps)
         state = _s(replies[at][0])
         if state in ("stale", "withdrawn"):
+            if tracked and _s(replies[at][2]) == "ended":
+                # Tracked above, refused here: the ended ask may have left its channels already (a
+                # withdrawn copy learned from Slack's event after the end), and nothing else would.
+                await self._run([lambda pipe, key=key: pipe.srem(key, member) for key in tracked])  # type: ignore[misc]
             return state  # fenced (the entry is the current holder's to ack), or nothing recorded
         if ack_entry is not None:
             # After the record, not in its round trip: a stale delivery must leave the entry pending

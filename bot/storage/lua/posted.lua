@@ -5,9 +5,10 @@
 -- the bot learned of (not the delivery's own), recorded without touching the state or the lease,
 -- ARGV[7] lease owner and ARGV[8] lease token of the delivery that posted it ('' = not leased)
 -- Returns {'ok', state_before} or {'ended', ''} (the ask ended meanwhile: the caller must turn the
--- new messages into ended messages at once), {'withdrawn', ''} (every message given was withdrawn:
--- nothing changed), {'missing', ''}, or {'stale', holder}: the delivery's lease is no longer the
--- current one (fenced: nothing recorded; the caller withdraws its post).
+-- new messages into ended messages at once), {'withdrawn', '', state} (every message given was
+-- withdrawn: nothing changed), {'missing', ''}, or {'stale', holder, state}: the delivery's lease is
+-- no longer the current one (fenced: nothing recorded; the caller withdraws its post). A refusal
+-- names the ask's state: an ended one may have left its channels already (store.posted).
 local now = now_ms()
 local f = redis.call('HMGET', KEYS[1], 'state', 'msgs', 'withdrawn')
 local state = f[1]
@@ -31,7 +32,7 @@ for _, m in ipairs(new) do
     end
   end
 end
-if #new > 0 and live == 0 then return {'withdrawn', ''} end
+if #new > 0 and live == 0 then return {'withdrawn', '', state} end
 -- Fenced, even when the message is known already: learned as a stray from Slack's event while this
 -- delivery was frozen, it may be the ask's second copy now. (A retry of this lease's own record,
 -- its reply lost, passes: posted set lease_until 0 and nobody takes over a posted ask.)
@@ -44,7 +45,7 @@ if holder then
   if ttl0 < 0 then ttl0 = 86400000 end
   audit(KEYS[2], now, 'refused_stale', ARGV[1], ARGV[3] .. ' under lease ' .. lease .. ', now ' .. holder,
     ttl0, ARGV[1], lease)
-  return {'stale', holder}
+  return {'stale', holder, state}
 end
 -- cjson encodes an empty table as {}; msgs is never empty here when ARGV[2] had messages.
 if #msgs == 0 then
