@@ -29,6 +29,7 @@ __all__ = [
     "VIEW_OTHER",
     "AskRef",
     "FormMeta",
+    "decode_object",
     "field_block_id",
     "parse_field_block_id",
 ]
@@ -82,6 +83,16 @@ def parse_field_block_id(block_id: str) -> tuple[str, int | None] | None:
     return (field, int(rest))
 
 
+def decode_object(value: str) -> dict[str, object] | None:
+    """A JSON object the bot wrote into a Slack value (a button's, a modal's metadata); anything else
+    (forged, truncated, another type) gives None."""
+    try:
+        data = json.loads(value)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
 @dataclass(frozen=True, slots=True)
 class AskRef:
     """Enough to find an ask's keys: its hash-slot tag and its id (plus a chosen option for one-click)."""
@@ -99,11 +110,8 @@ class AskRef:
     @classmethod
     def decode(cls, value: str) -> AskRef | None:
         """Parse a value the bot wrote; anything else (forged or truncated) gives None."""
-        try:
-            data = json.loads(value)
-        except ValueError:
-            return None
-        if not isinstance(data, dict):
+        data = decode_object(value)
+        if data is None:
             return None
         tag, ask_id, option = data.get("t"), data.get("a"), data.get("o")
         if not isinstance(tag, str) or not isinstance(ask_id, str) or not ask_id:

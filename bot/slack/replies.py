@@ -19,6 +19,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
+from bot.ids import decode_object
 from contract import QuestionAnswer
 from contract.question import Question
 
@@ -411,11 +412,8 @@ class Pending:
     @classmethod
     def decode(cls, value: str) -> Pending | None:
         """Parse a value the bot wrote; anything else gives None."""
-        try:
-            data = json.loads(value)
-        except ValueError:
-            return None
-        if not isinstance(data, dict):
+        data = decode_object(value)
+        if data is None:
             return None
         fields = [data.get(k) for k in ("t", "a", "c", "s")]
         if not all(isinstance(f, str) and f for f in fields):
