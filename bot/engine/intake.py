@@ -409,6 +409,11 @@ class Intake(Room):
                     )
                     if known:
                         await self.store.ack(entry.id)
+                    elif loaded is not None and loaded.state == "ended":
+                        # The cut record's round trip may have tracked the channel (that goes before
+                        # posted.lua) while the ended ask had left its channels already: nothing else
+                        # would take this member out (the chaos test's stale_channel_member).
+                        await self.store.untrack_channel(posted.channel, rec.ask_id, rec.tag)
             except (TimeoutError, RedisError):
                 await asyncio.sleep(0.2)
                 continue
