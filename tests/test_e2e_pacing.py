@@ -161,6 +161,8 @@ async def test_a_busy_channel_holds_back_no_ask_to_another_channel(limited: Harn
             await h.fake.click("U0ALICE", channel, message.ts, "slack_ask:choose:0")
 
 
+# Alone (serial): it reads a token bucket's next slot, which load from other workers moved on fakeredis.
+@pytest.mark.serial
 async def test_a_duplicate_or_re_sent_ask_takes_no_post_token(limited: Harness) -> None:
     # A channel allows one post a second: an agent's retry of an ask already posted, or a re-send of
     # one already ended, posts nothing, so it must not use up the channel's post budget either.
