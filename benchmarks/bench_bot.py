@@ -92,6 +92,7 @@ def _bot_process(pipe: Pipe, api_url: str, token: str, redis_url: str, prefix: s
             redis_url=redis_url,
             prefix=prefix,
             sweep_interval_ms=200,
+            pace_scale=0,  # the bot's own pacing off: the fake does not rate-limit
         )
         runtime = BotRuntime(settings, redis=connect(redis_url, connection_class=CountingConnection))
         runtime.intake._slots = asyncio.Semaphore(concurrency)
@@ -170,7 +171,7 @@ async def main(n: int, concurrency: int, latency: float) -> None:
         fake.events_url = f"http://127.0.0.1:{port}/slack/events"
         bare = await _ask(parent, "bare", n)
 
-        reply_to = f"{prefix}:replies"
+        reply_to = f"{prefix}:reply:bench"  # protocol: under P: only P:reply:
         envelopes = [
             {
                 "v": 1,
