@@ -33,7 +33,7 @@ from benchmarks._common import (
 )
 from benchmarks._fake_proc import FakeProc
 from benchmarks._recovery import Recovery, kill_during_delivery
-from benchmarks._rounds import ID_PATTERN, Round, run_round
+from benchmarks._rounds import ID_PATTERN, Idle, Round, idle_cost, run_round
 from bot.storage.connection import connect
 
 
@@ -47,7 +47,7 @@ def _spread(values: list[float], fmt: str) -> str:
     return f" ({format(min(values), fmt)}-{format(max(values), fmt)})"
 
 
-def report(rounds: list[Round], recovery: Recovery | None) -> None:
+def report(rounds: list[Round], recovery: Recovery | None, idle: Idle) -> None:
     answered = sum(r.answered for r in rounds) or 1
     commands: Counter[str] = Counter()
     calls: Counter[str] = Counter()
@@ -139,6 +139,13 @@ def report(rounds: list[Round], recovery: Recovery | None) -> None:
         f"  bot round trips: intake+post {trips_i:.2f}, click+result+redraw {trips_c:.2f} per ask "
         "(idle loops included)"
     )
+    idle_s = sum(r.seconds for r in rounds)
+    print(
+        f"  of which the idle loops (an idle replica: {idle.commands_per_s:.1f} commands/s, "
+        f"{idle.trips_per_s:.1f} round trips/s, over the rounds' {idle_s:.0f} s): "
+        f"{idle.commands_per_s * idle_s / answered:.2f} commands, {idle.trips_per_s * idle_s / answered:.2f} "
+        "round trips per ask"
+    )
     cpu = sum(r.cpu_s for r in rounds) / answered * 1000
     print(f"  bot CPU per answered ask (intake + click, user+system): {cpu:.2f} ms")
     outcomes: Counter[str] = Counter()
@@ -146,7 +153,8 @@ def report(rounds: list[Round], recovery: Recovery | None) -> None:
         outcomes.update(r.outcomes)
     print(
         f"  results: {dict(outcomes)} of {sum(r.n for r in rounds)} asks; duplicate posts "
-        f"{sum(r.duplicates for r in rounds)}; click answers not 200: {sum(r.slow_acks for r in rounds)}"
+        f"{sum(r.duplicates for r in rounds)}; click answers not 200: {sum(r.slow_acks for r in rounds)}; "
+        f"clicked without a result: {sum(r.missing for r in rounds)}"
     )
     if recovery is not None:
         print(
@@ -174,6 +182,7 @@ async def main(args: argparse.Namespace) -> None:
             f"bot pid {bot.pid} "
             f"(started in {bot.info['start_s']:.2f} s); pacing off {bot.info['note']}"
         )
+        idle = await idle_cost(agent, bot, 5.0)
         await run_round("warm", 20, args.concurrency, agent=agent, prefix=prefix, bot=bot, fake=fake)
         rounds = []
         for i in range(args.rounds):
@@ -199,7 +208,7 @@ async def main(args: argparse.Namespace) -> None:
             recovery = await kill_during_delivery(
                 agent, fake, redis.url, f"{prefix}-kill", args.kill_asks, args.kill_wait
             )
-        report(rounds, recovery)
+        report(rounds, recovery, idle)
     finally:
         await bot.stop()
         await fake.stop()
