@@ -35,10 +35,11 @@ class Recovery:
 
 
 async def kill_during_delivery(
-    agent: Redis, fake: FakeProc, redis_url: str, prefix: str, k: int, wait: float
+    agent: Redis, fake: FakeProc, redis_url: str, prefix: str, k: int, wait: float, **settings_: object
 ) -> Recovery:
+    """``settings_``: settings other than the defaults (the harness's smoke test shortens the leases)."""
     out = Recovery(k)
-    settings = bot_settings(fake.info["api_url"], fake.info["bot_token"], redis_url, prefix)
+    settings = bot_settings(fake.info["api_url"], fake.info["bot_token"], redis_url, prefix, **settings_)
     await fake.call("hold", True)
     a = await BotProc(settings).start()
     b: BotProc | None = None

@@ -166,7 +166,7 @@ def report(rounds: list[Round], recovery: Recovery | None, idle: Idle) -> None:
             print(f"  kill -> result: {summary(recovery.kill_result)}")
 
 
-async def main(args: argparse.Namespace) -> None:
+async def main(args: argparse.Namespace, **kill_settings: object) -> None:
     redis = private_redis()
     fake = await FakeProc(ID_PATTERN).start()
     agent = connect(redis.url, connection_class=CountingConnection)
@@ -182,8 +182,8 @@ async def main(args: argparse.Namespace) -> None:
             f"bot pid {bot.pid} "
             f"(started in {bot.info['start_s']:.2f} s); pacing off {bot.info['note']}"
         )
-        idle = await idle_cost(agent, bot, 5.0)
-        await run_round("warm", 20, args.concurrency, agent=agent, prefix=prefix, bot=bot, fake=fake)
+        idle = await idle_cost(agent, bot, args.idle)
+        await run_round("warm", args.warm, args.concurrency, agent=agent, prefix=prefix, bot=bot, fake=fake)
         rounds = []
         for i in range(args.rounds):
             r = await run_round(
@@ -206,7 +206,7 @@ async def main(args: argparse.Namespace) -> None:
                 f"(waiting up to {args.kill_wait:.0f} s)"
             )
             recovery = await kill_during_delivery(
-                agent, fake, redis.url, f"{prefix}-kill", args.kill_asks, args.kill_wait
+                agent, fake, redis.url, f"{prefix}-kill", args.kill_asks, args.kill_wait, **kill_settings
             )
         report(rounds, recovery, idle)
     finally:
@@ -223,6 +223,8 @@ def cli() -> None:
     parser.add_argument("--asks", type=int, default=500, help="one-click asks a round (default 500)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--warm", type=int, default=20, help="asks of the uncounted warm-up round")
+    parser.add_argument("--idle", type=float, default=5.0, help="seconds the idle replica is watched")
     parser.add_argument("--kill-asks", type=int, default=16, help="asks the killed replica holds (0: skip)")
     parser.add_argument("--kill-wait", type=float, default=300, help="seconds to wait for their results")
     asyncio.run(main(parser.parse_args()))
