@@ -20,26 +20,6 @@ SECRET = "bench-secret"
 _CTX = mp.get_context("spawn")
 
 
-def _sample_blocks() -> list[dict[str, Any]]:
-    """The blocks the bot posts for a one-click ask, drawn by the bot's own renderer."""
-    from bot.model import AskRecord, Target
-    from bot.render import render_ask_message
-    from contract import normalize_ask_request
-
-    record = AskRecord(
-        ask_id="bench-x",
-        tag="t",
-        reply_to="r",
-        request=normalize_ask_request(
-            {"id": "deploy", "question": "Deploy build 1?", "options": ["Yes", "No"]}
-        ),
-        target=Target(channel="C0RANDOM"),
-        created_ms=int(time.time() * 1000),
-    )
-    blocks: list[dict[str, Any]] = render_ask_message(record, now_ms=record.created_ms).blocks
-    return blocks
-
-
 def _main(pipe: Pipe, settings: dict[str, Any], concurrency: int | None) -> None:
     spawned = time.time()
 
@@ -70,7 +50,8 @@ def _main(pipe: Pipe, settings: dict[str, Any], concurrency: int | None) -> None
             elif command == "commands":
                 pipe.send(dict(CountingConnection.commands))
             elif command == "bare":
-                pipe.send(await _bare(runtime, int(arg), concurrency or 16))
+                n, message = arg
+                pipe.send(await _bare(runtime, n, concurrency or 16, message))
             elif command == "stop":
                 await runtime.aclose()
                 pipe.send("stopped")
@@ -86,15 +67,17 @@ def _main(pipe: Pipe, settings: dict[str, Any], concurrency: int | None) -> None
         asyncio.run(run())
 
 
-async def _bare(runtime: Any, n: int, concurrency: int) -> float:
+async def _bare(runtime: Any, n: int, concurrency: int, message: dict[str, Any]) -> float:
     """``n`` bare chat.postMessage calls, ``concurrency`` at a time, with the bot's own client and HTTP
-    session, posting the very blocks the bot posts for an ask: the yardstick of intake's rate."""
+    session, posting ``message`` (text and blocks of a post the bot made for such an ask, as the fake
+    received it): the yardstick of intake's rate."""
     slots = asyncio.Semaphore(concurrency)
-    blocks = _sample_blocks()
 
     async def one(i: int) -> None:
         async with slots:
-            await runtime.client.chat_postMessage(channel="C0RANDOM", text=f"bare {i}", blocks=blocks)
+            await runtime.client.chat_postMessage(
+                channel="C0RANDOM", text=message["text"] or f"bare {i}", blocks=message["blocks"]
+            )
 
     started = time.perf_counter()
     await asyncio.gather(*(one(i) for i in range(n)))

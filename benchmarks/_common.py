@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import statistics
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -109,9 +109,10 @@ def summary(values: list[float]) -> str:
     )
 
 
-def per_command(commands: Counter[str], n: float, top: int = 10) -> str:
+def per_command(commands: Mapping[str, float], n: float = 1, top: int = 10) -> str:
     """The ``top`` commands, each as its count divided by ``n`` (asks, or seconds)."""
-    return ", ".join(f"{name} {count / max(n, 1e-9):.1f}" for name, count in commands.most_common(top))
+    ranked = sorted(commands.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return ", ".join(f"{name} {count / max(n, 1e-9):.1f}" for name, count in ranked)
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,8 @@ async def _click(fake: Any, channel: str, ts: str) -> tuple[float, float, int]:
     """Click the first button of message ``ts``: (when the click was sent, seconds to the bot's HTTP
     answer, its status)."""
     message = fake.state.find_message(channel, ts)
+    if message is None:
+        raise LookupError(f"no message {ts} in {channel}")
     button = _first_button(message.blocks)
     sent = time.time()
     started = time.perf_counter()
@@ -173,6 +175,9 @@ def _main(pipe: Pipe, id_pattern: str) -> None:
                         break
                     await asyncio.sleep(0.01)
                 pipe.send(done)
+            elif command == "message":  # arg: (channel, ts): its text and blocks, as the bot posted them
+                found = fake.state.find_message(*arg)
+                pipe.send(None if found is None else {"text": found.text, "blocks": found.blocks})
             elif command == "calls":
                 pipe.send(Counter(c.method for c in fake.state.calls))
             elif command == "hold":

@@ -15,6 +15,7 @@ import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from redis.asyncio import Redis
 
@@ -90,9 +91,11 @@ class Round:
     slow_acks: int = 0
     answered: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
+    posted: int = 0
     trips_intake: int = 0
     trips_click: int = 0
-    commands: Counter[str] = field(default_factory=Counter)
+    commands_intake: Counter[str] = field(default_factory=Counter)  # XADD -> every ask posted
+    commands_click: Counter[str] = field(default_factory=Counter)  # first click -> last redraw
     slack_calls: Counter[str] = field(default_factory=Counter)
     mem_pending: float = float("nan")
     mem_ended: float = float("nan")
@@ -101,10 +104,30 @@ class Round:
     duplicates: int = 0
     missing: int = 0  # clicked, no result (the click not recorded under load)
     seconds: float = float("nan")  # from the first XADD to the last redraw settled
+    sample: dict[str, Any] | None = None  # one post's text and blocks as the fake received them
 
     @property
     def per_answered(self) -> int:
         return max(self.answered, 1)
+
+    # Per answered ask: intake's share over the asks posted, the click's over the asks answered (a
+    # click the bot could not record under load leaves an ask posted but never answered).
+    def command_mix(self) -> dict[str, float]:
+        """Commands by name per answered ask."""
+        out: dict[str, float] = {}
+        for name, count in self.commands_intake.items():
+            out[name] = out.get(name, 0.0) + count / max(self.posted, 1)
+        for name, count in self.commands_click.items():
+            out[name] = out.get(name, 0.0) + count / self.per_answered
+        return out
+
+    @property
+    def commands_per_ask(self) -> float:
+        return sum(self.command_mix().values())
+
+    @property
+    def trips_per_ask(self) -> float:
+        return self.trips_intake / max(self.posted, 1) + self.trips_click / self.per_answered
 
 
 async def _settled(agent: Redis, prefix: str, within_s: float = 60) -> None:
@@ -138,15 +161,15 @@ async def run_round(
     prefix: str,
     bot: BotProc,
     fake: FakeProc,
-    bare: bool = True,
+    bare: dict[str, Any] | None = None,
     sample_memory_usage: bool = True,
     timeout_ms: int | None = None,
     grace_s: float = 30.0,
 ) -> Round:
     r = Round(n)
     server = ServerCounts(agent)
-    if bare:
-        r.bare_rate = await bot.call("bare", n)
+    if bare is not None:
+        r.bare_rate = await bot.call("bare", (n, bare))
     ids = [f"bench-{label}-{i}" for i in range(n)]
     envelopes = [envelope(prefix, a, timeout_ms=timeout_ms) for a in ids]
     mem0 = await used_memory(agent)
@@ -165,7 +188,10 @@ async def run_round(
     r.post_latency = [p[0][2] - added[a] for a, p in posts.items()]
     r.duplicates = sum(len(p) - 1 for p in posts.values())
     await _settled(agent, prefix)
+    r.posted = len(posts)
     r.trips_intake = await bot.call("count") - trips0
+    cmd1 = await server.snapshot()
+    r.commands_intake = server.delta(cmd0, cmd1)
     r.mem_pending = (await used_memory(agent) - mem0) / n
     if sample_memory_usage:
         r.memory_usage_pending = await _memory_usage(agent, ids[:: max(n // 20, 1)])
@@ -197,10 +223,12 @@ async def run_round(
         print(f"  warning: {len(ended) - redrawn} of {len(ended)} ended asks' messages were not redrawn")
     await asyncio.sleep(0.3)  # the clean-up after the redraw (finalize)
     r.trips_click = await bot.call("count") - trips1
-    r.commands = server.delta(cmd0, await server.snapshot())
+    r.commands_click = server.delta(cmd1, await server.snapshot())
     r.mem_ended = (await used_memory(agent) - mem0) / n
     r.cpu_s = cpu_seconds(bot.pid) - cpu0
     r.seconds = time.time() - started
+    if targets:
+        r.sample = await fake.call("message", targets[0])
     calls = await fake.call("calls")
     calls.subtract(calls0)
     r.slack_calls = Counter({k: v for k, v in calls.items() if v > 0})

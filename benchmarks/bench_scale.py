@@ -110,13 +110,13 @@ def report(sizes: list[Size]) -> None:
     )
     line(
         "Redis commands per answered ask",
-        [sum(s.run.commands.values()) / s.run.per_answered for s in sizes],
+        [s.run.commands_per_ask for s in sizes],
         ".1f",
     )
     for s in sizes:
         print(
             f"  {s.n:,}: idle commands/s {per_command(s.idle.commands, s.idle.seconds, 6)}; "
-            f"per ask {per_command(s.run.commands, s.run.per_answered, 6)}; "
+            f"per ask {per_command(s.run.command_mix(), 1, 6)}; "
             f"results {dict(s.run.outcomes)} of {s.run.n}"
         )
 
@@ -166,7 +166,6 @@ async def main(args: argparse.Namespace) -> None:
                     prefix=prefix,
                     bot=bot,
                     fake=fake,
-                    bare=False,
                     sample_memory_usage=False,
                 )
             finally:
