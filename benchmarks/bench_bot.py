@@ -147,6 +147,12 @@ def report(rounds: list[Round], recovery: Recovery | None, idle: Idle) -> None:
         f"{idle.commands_per_s * idle_s / answered:.2f} commands, {idle.trips_per_s * idle_s / answered:.2f} "
         "round trips per ask"
     )
+    net_cmds = [r.commands_per_ask - idle.commands_per_s * r.seconds / r.per_answered for r in rounds]
+    net_trips = [r.trips_per_ask - idle.trips_per_s * r.seconds / r.per_answered for r in rounds]
+    print(
+        f"  without the idle loops (the share that grows with a slow machine): {_median(net_cmds):.1f} "
+        f"commands, {_median(net_trips):.1f} round trips per answered ask"
+    )
     cpu = sum(r.cpu_s for r in rounds) / answered * 1000
     print(f"  bot CPU per answered ask (intake + click, user+system): {cpu:.2f} ms")
     outcomes: Counter[str] = Counter()
