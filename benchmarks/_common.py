@@ -1,15 +1,21 @@
-"""Shared pieces of the benchmark scripts: a Redis to use, and a connection that counts round trips."""
+"""Shared pieces of the benchmark scripts: a private Redis and what it counts, a connection that counts
+round trips, a process's CPU, percentiles, and the goal column printed beside each figure."""
 
 from __future__ import annotations
 
 import os
 import statistics
 from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from redis.asyncio import Redis
 from redis.asyncio.connection import Connection
 
 from bot.storage.embedded import EmbeddedRedis, redis_answers, start_embedded_redis
+
+KB = 1024
 
 
 class CountingConnection(Connection):
@@ -24,7 +30,7 @@ class CountingConnection(Connection):
 
     def pack_command(self, *args: Any) -> list[bytes]:
         name = args[0].decode() if isinstance(args[0], bytes) else str(args[0])
-        CountingConnection.commands[name.upper()] += 1
+        CountingConnection.commands[name.split()[0].upper()] += 1  # "MEMORY USAGE": MEMORY, as INFO names it
         return super().pack_command(*args)
 
 
@@ -38,6 +44,55 @@ def choose_redis() -> tuple[str, str, EmbeddedRedis | None]:
     return embedded.url, f"embedded {embedded.kind}", embedded
 
 
+def private_redis() -> EmbeddedRedis:
+    """A redis-server of the benchmark's own on a free port: its ``INFO`` counts only this run."""
+    embedded = start_embedded_redis()
+    if not embedded.kind.startswith("redis-server"):
+        embedded.stop()
+        raise SystemExit("this benchmark needs a redis-server binary on PATH (INFO commandstats, MEMORY)")
+    return embedded
+
+
+class ServerCounts:
+    """Commands the server ran (``INFO commandstats``: a script's inner ``redis.call``s included), less
+    the ones this process sent through its :class:`CountingConnection` client (the agent's, the INFO
+    itself): what is left is the bot's."""
+
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+
+    async def snapshot(self) -> Counter[str]:
+        mine = Counter(CountingConnection.commands)  # before the INFO below: it is counted in the next
+        stats = await self.redis.info("commandstats")
+        server: Counter[str] = Counter()
+        for name, value in stats.items():
+            if isinstance(value, dict) and "calls" in value:
+                server[name.removeprefix("cmdstat_").split("|")[0].upper()] += int(value["calls"])
+        server.subtract(mine)
+        return server
+
+    @staticmethod
+    def delta(before: Counter[str], after: Counter[str]) -> Counter[str]:
+        out = Counter(after)
+        out.subtract(before)
+        return Counter({k: v for k, v in out.items() if v > 0})
+
+
+async def used_memory(redis: Redis) -> int:
+    """``used_memory`` less the clients' buffers (they come and go with the connections and BLPOPs,
+    not with the asks): what the keys take, the main dict's slots included."""
+    info = await redis.info("memory")
+    clients = int(info.get("mem_clients_normal", 0)) + int(info.get("mem_clients_slaves", 0))
+    return int(info["used_memory"]) - clients
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds of process ``pid`` so far (Linux ``/proc``)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -46,7 +101,40 @@ def pct(values: list[float], q: float) -> float:
 
 
 def summary(values: list[float]) -> str:
+    if not values:
+        return "(none)"
     return (
         f"p50 {pct(values, 50) * 1000:7.1f} ms   p99 {pct(values, 99) * 1000:7.1f} ms   "
         f"max {max(values) * 1000:7.1f} ms   mean {statistics.fmean(values) * 1000:7.1f} ms"
     )
+
+
+def per_command(commands: Mapping[str, float], n: float = 1, top: int = 10) -> str:
+    """The ``top`` commands, each as its count divided by ``n`` (asks, or seconds)."""
+    ranked = sorted(commands.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return ", ".join(f"{name} {count / max(n, 1e-9):.1f}" for name, count in ranked)
+
+
+@dataclass(frozen=True)
+class Goal:
+    """A target of issue 22's table, printed beside the figure it bounds."""
+
+    text: str
+    met: Callable[[float], bool]
+
+    def mark(self, value: float) -> str:
+        if value != value:  # NaN: not measured
+            return f"target {self.text}: not measured"
+        return f"target {self.text}: {'ok' if self.met(value) else 'MISSED'}"
+
+
+def at_most(bound: float, text: str) -> Goal:
+    return Goal(text, lambda v: v <= bound)
+
+
+def at_least(bound: float, text: str) -> Goal:
+    return Goal(text, lambda v: v >= bound)
+
+
+def row(label: str, figure: str, goal: Goal | None = None, value: float = float("nan")) -> str:
+    return f"  {label:<56} {figure:>22}   {goal.mark(value) if goal else ''}".rstrip()

@@ -1,286 +1,252 @@
-"""Pushes N asks through one bot process against the fake Slack (no added latency) and prints:
+"""Issue 22's table: what the bot spends per answered one-click ask, measured from the outside.
 
-* asks per second (XADD of all asks -> all posted), and bare ``chat.postMessage`` per second with the
-  same client, concurrency and fake, in the same run, and their ratio;
-* p50/p99 from XADD to the post reaching the fake, and from a click to the result on ``reply_to``;
-* bot-side Redis round trips per answered ask, plus the agent's own (XADD, BLPOP).
+Setup: a private redis-server (its ``INFO`` counts only this run), the fake Slack in a process of its
+own, one bot replica in another (default settings, pacing off, intake 16 at a time). Each of
+``--rounds`` rounds: a bare ``chat.postMessage`` loop (the bot's own client, 16 at a time, the blocks
+the bot posts) for the yardstick; then ``--asks`` one-click asks XADDed at once, each posted, clicked
+(16 clicks at a time) and its result popped from its own reply list. Then a replica is SIGKILLed while
+it holds deliveries (``_recovery.py``). Prints every figure of the issue's table with its target.
 
-The bot runs in its own process (as in production); this process hosts the fake Slack and plays
-the agent and the people clicking. Run:
-``.venv/bin/python -m benchmarks.bench_bot [--asks 1000] [--concurrency 32]``.
+Run: ``.venv/bin/python -m benchmarks.bench_bot [--asks 500] [--rounds 5] [--concurrency 16]``
+(``BENCH_PROFILE=/tmp/bot.prof`` writes a cProfile of each bot process).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import multiprocessing as mp
-import os
-import time
+import statistics
 import uuid
-from multiprocessing.connection import Connection as Pipe
-from typing import Any
+from collections import Counter
 
-from redis.asyncio import Redis
-
-from benchmarks._common import CountingConnection, choose_redis, summary
-from bot.playground import FakeSlack
-
-SECRET = "bench-secret"
-
-
-def _sample_blocks() -> list[dict[str, Any]]:
-    from bot.ids import AskRef  # noqa: F401 - keeps the render import path warm like the bot's
-    from bot.model import AskRecord, Target
-    from bot.render import render_ask_message
-    from contract import normalize_ask_request
-
-    record = AskRecord(
-        ask_id="bench-x",
-        tag="t",
-        reply_to="r",
-        request=normalize_ask_request(
-            {"id": "deploy", "question": "Deploy build 1?", "options": ["Yes", "No"]}
-        ),
-        target=Target(channel="C0RANDOM"),
-        created_ms=int(time.time() * 1000),
-    )
-    return render_ask_message(record, now_ms=record.created_ms).blocks
+from benchmarks._bot_proc import BotProc, bot_settings
+from benchmarks._common import (
+    KB,
+    CountingConnection,
+    at_least,
+    at_most,
+    pct,
+    per_command,
+    private_redis,
+    row,
+    summary,
+)
+from benchmarks._fake_proc import FakeProc
+from benchmarks._recovery import Recovery, kill_during_delivery
+from benchmarks._rounds import ID_PATTERN, Idle, Round, idle_cost, run_round
+from bot.storage.connection import connect
 
 
-TRACE: dict[str, list[float]] = {}
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
 
 
-def _trace(cls: Any, name: str) -> None:
-    original = getattr(cls, name)
-
-    async def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return await original(self, *args, **kwargs)
-        finally:
-            TRACE.setdefault(f"{cls.__name__}.{name}", []).append(time.perf_counter() - started)
-
-    setattr(cls, name, timed)
+def _spread(values: list[float], fmt: str) -> str:
+    if len(values) < 2:
+        return ""
+    return f" ({format(min(values), fmt)}-{format(max(values), fmt)})"
 
 
-def _bot_process(pipe: Pipe, api_url: str, token: str, redis_url: str, prefix: str, concurrency: int) -> None:
-    """The bot replica under test; answers the parent's commands over ``pipe``."""
-
-    async def run() -> None:
-        from bot.config import Settings
-        from bot.engine import Engine
-        from bot.runtime import BotRuntime
-        from bot.slack.gateway import SlackGateway
-        from bot.storage.connection import connect
-        from bot.storage.store import Store
-
-        if os.environ.get("BENCH_TRACE"):
-            for cls, names in (
-                (Store, ["claim_index", "accept", "posted", "load", "resolve", "finalize"]),
-                (SlackGateway, ["post", "update", "permalink"]),
-                (Engine, ["handle_entry", "on_choose"]),
-            ):
-                for name in names:
-                    _trace(cls, name)
-
-        settings = Settings(
-            slack_bot_token=token,
-            slack_signing_secret=SECRET,
-            slack_api_url=api_url,
-            redis_url=redis_url,
-            prefix=prefix,
-            sweep_interval_ms=200,
-        )
-        runtime = BotRuntime(settings, redis=connect(redis_url, connection_class=CountingConnection))
-        runtime.intake._slots = asyncio.Semaphore(concurrency)
-        await runtime.start()
-        port = await runtime.serve_http("127.0.0.1", 0)
-        loop = asyncio.get_running_loop()
-        pipe.send(("port", port))
-        while True:
-            command, arg = await loop.run_in_executor(None, pipe.recv)
-            if command == "count":
-                pipe.send(CountingConnection.sent)
-            elif command == "trace":
-                pipe.send({k: (len(v), sum(v) / max(len(v), 1)) for k, v in TRACE.items()})
-            elif command == "commands":
-                pipe.send(dict(CountingConnection.commands))
-                CountingConnection.commands.clear()
-            elif command == "bare":
-                # The bot's own client and session, posting the very blocks the bot posts for an ask.
-                slots = asyncio.Semaphore(concurrency)
-                blocks = _sample_blocks()
-
-                async def one(
-                    i: int, slots: asyncio.Semaphore = slots, blocks: list[dict[str, Any]] = blocks
-                ) -> None:
-                    async with slots:
-                        await runtime.client.chat_postMessage(
-                            channel="C0RANDOM", text=f"bare {i}", blocks=blocks
-                        )
-
-                started = time.perf_counter()
-                await asyncio.gather(*(one(i) for i in range(int(arg))))
-                pipe.send(int(arg) / (time.perf_counter() - started))
-            elif command == "stop":
-                await runtime.aclose()
-                pipe.send("stopped")
-                return
-
-    if os.environ.get("BENCH_PROFILE"):
-        import cProfile
-
-        cProfile.runctx("asyncio.run(run())", globals(), locals(), os.environ["BENCH_PROFILE"])
-    else:
-        asyncio.run(run())
-
-
-def _per(commands: dict[str, int], n: int) -> str:
-    return ", ".join(
-        f"{name} {count / n:.2f}" for name, count in sorted(commands.items(), key=lambda kv: -kv[1])
-    )
-
-
-async def _ask(pipe: Pipe, command: str, arg: Any = None) -> Any:
-    pipe.send((command, arg))
-    return await asyncio.get_running_loop().run_in_executor(None, pipe.recv)
-
-
-async def main(n: int, concurrency: int, latency: float) -> None:
-    url, kind, embedded = choose_redis()
-    prefix = f"bench-{uuid.uuid4().hex[:8]}"
-    fake = FakeSlack.with_demo_workspace(signing_secret=SECRET)
-    fake.add_channel("C0RANDOM", "random", members=["U0ALICE"])  # the bare posts land here, the bot's don't
-    fake.latency = latency
-    await fake.start()
-    agent = Redis.from_url(url, socket_timeout=120)
-    parent, child = mp.get_context("spawn").Pipe()
-    proc = mp.get_context("spawn").Process(
-        target=_bot_process, args=(child, fake.api_url, fake.bot_token, url, prefix, concurrency), daemon=True
-    )
-    proc.start()
+def report(rounds: list[Round], recovery: Recovery | None, idle: Idle) -> None:
+    answered = sum(r.answered for r in rounds) or 1
+    mix: dict[str, float] = {}
+    calls: Counter[str] = Counter()
+    for r in rounds:
+        for name, count in r.command_mix().items():
+            mix[name] = mix.get(name, 0.0) + count / len(rounds)
+        calls.update(r.slack_calls)
+    per_ask_cmds = [r.commands_per_ask for r in rounds]
+    per_ask_trips = [r.trips_per_ask for r in rounds]
+    ratios = [r.intake_rate / r.bare_rate for r in rounds]
+    pending = [r.mem_pending for r in rounds]
+    ended = [r.mem_ended for r in rounds]
+    click_result = [v for r in rounds for v in r.click_result]
+    click_ack = [v for r in rounds for v in r.click_ack]
+    cr99, ack99 = pct(click_result, 99) * 1000, pct(click_ack, 99) * 1000
+    print("\nFigure (per answered one-click ask; median of rounds, range in brackets; p99 over all rounds)")
     print(
-        f"slack-ask bench: {n} asks, concurrency {concurrency}, Slack latency {latency * 1000:.0f} ms, "
-        f"{kind} ({url}), bot in pid {proc.pid}"
-    )
-    try:
-        _, port = await asyncio.get_running_loop().run_in_executor(None, parent.recv)
-        fake.events_url = f"http://127.0.0.1:{port}/slack/events"
-        bare = await _ask(parent, "bare", n)
-
-        reply_to = f"{prefix}:replies"
-        envelopes = [
-            {
-                "v": 1,
-                "ask_id": f"bench-{i}",
-                "reply_to": reply_to,
-                "route": {"channel": "C0DEPLOY"},
-                "request": {"id": "deploy", "question": f"Deploy build {i}?", "options": ["Yes", "No"]},
-            }
-            for i in range(n)
-        ]
-        base = await _ask(parent, "count")
-        started = time.perf_counter()
-        async with agent.pipeline(transaction=False) as pipe:
-            for env in envelopes:
-                pipe.xadd(f"{prefix}:asks", {"ask": json.dumps(env)})
-            ids = await pipe.execute()
-        xadd_s = {
-            str(e["ask_id"]): int(i.decode().split("-")[0]) / 1000
-            for e, i in zip(envelopes, ids, strict=True)
-        }
-
-        def bot_posts() -> list[Any]:
-            return [
-                c
-                for c in fake.find_calls("chat.postMessage")
-                if c.params.get("channel") == "C0DEPLOY" and c.ok
-            ]
-
-        await fake.wait_for(lambda: len(bot_posts()) >= n, timeout=600, what="every ask to be posted")
-        elapsed = time.perf_counter() - started
-        await asyncio.sleep(0.3)  # the last `posted` records
-        intake_trips = await _ask(parent, "count") - base
-        intake_commands = await _ask(parent, "commands")
-
-        ask_of: dict[str, str] = {}
-        for message in fake.messages("C0DEPLOY"):
-            for block in message.blocks:
-                for element in block.get("elements") or []:
-                    if '"a":"bench-' in str(element.get("value") or ""):
-                        ask_of[message.ts] = json.loads(element["value"])["a"]
-        post_latency = [
-            c.at - xadd_s[ask_of[str(c.response.get("ts"))]]
-            for c in bot_posts()
-            if c.response and str(c.response.get("ts")) in ask_of
-        ]
-
-        base = await _ask(parent, "count")
-        clicked: dict[str, float] = {}
-        arrived: dict[str, float] = {}
-        slots = asyncio.Semaphore(concurrency)
-
-        async def click(ts: str, ask_id: str) -> None:
-            async with slots:
-                clicked[ask_id] = time.time()
-                await fake.click("U0ALICE", "C0DEPLOY", ts, "slack_ask:choose:0")
-
-        async def collect() -> None:
-            while len(arrived) < len(ask_of):
-                got = await agent.blpop([reply_to], timeout=60)
-                if got is None:
-                    return
-                arrived[json.loads(got[1])["ask_id"]] = time.time()
-
-        collector = asyncio.create_task(collect())
-        await asyncio.gather(*(click(ts, a) for ts, a in ask_of.items()))
-        await asyncio.wait_for(collector, timeout=600)
-        await asyncio.sleep(0.5)  # message updates and finalize after the result
-        click_trips = await _ask(parent, "count") - base
-        click_commands = await _ask(parent, "commands")
-        click_latency = [arrived[a] - clicked[a] for a in arrived]
-        answered = len(arrived)
-
-        rate = n / elapsed
-        print(f"asks/s through the bot:         {rate:8.1f}  ({n} asks in {elapsed:.2f} s)")
-        print(f"bare chat.postMessage/s:        {bare:8.1f}  (same client, concurrency and fake)")
-        print(f"ratio bot / bare:               {rate / bare:8.2f}")
-        print(f"XADD -> post at the fake:       {summary(post_latency)}")
-        print(f"click -> result on reply_to:    {summary(click_latency)}")
-        print(f"answered asks:                  {answered} of {n}")
-        print(
-            f"bot Redis round trips per ask:  {(intake_trips + click_trips) / max(answered, 1):8.2f}  "
-            f"(intake+post {intake_trips / n:.2f}, "
-            f"click+result+updates {click_trips / max(answered, 1):.2f}; "
-            "idle loop reads included)"
+        row(
+            "Redis commands issued by the bot (scripts' inner too)",
+            f"{_median(per_ask_cmds):.1f}{_spread(per_ask_cmds, '.1f')}",
+            at_most(20, "<= 20"),
+            _median(per_ask_cmds),
         )
-        print("agent Redis round trips per ask:    2.00  (XADD, BLPOP)")
-        if os.environ.get("BENCH_TRACE"):
-            for key, (count, mean) in sorted((await _ask(parent, "trace")).items()):
-                print(f"  {key:28s} {count:6d} calls, mean {mean * 1000:7.1f} ms")
-        print(f"bot commands sent, intake phase: {_per(intake_commands, n)}")
-        print(f"bot commands sent, click phase:  {_per(click_commands, max(answered, 1))}")
+    )
+    print(
+        row(
+            "Redis round trips (entry to result)",
+            f"{_median(per_ask_trips):.1f}{_spread(per_ask_trips, '.1f')}",
+            at_most(3, "<= 3"),
+            _median(per_ask_trips),
+        )
+    )
+    print(
+        row(
+            "Redis memory per pending ask (used_memory)",
+            f"{_median(pending) / KB:.2f} KB{_spread([p / KB for p in pending], '.2f')}",
+            at_most(1.5 * KB, "<= 1.5 KB"),
+            _median(pending),
+        )
+    )
+    print(
+        row(
+            "Redis memory per ended ask in retention (used_memory)",
+            f"{_median(ended) / KB:.2f} KB{_spread([e / KB for e in ended], '.2f')}",
+            at_most(2 * KB, "<= 2 KB"),
+            _median(ended),
+        )
+    )
+    print(
+        row(
+            "bot intake / bare chat.postMessage loop",
+            f"{_median(ratios):.2f}{_spread(ratios, '.2f')}",
+            at_least(0.5, ">= 0.5"),
+            _median(ratios),
+        )
+    )
+    print(row("click -> result on the agent's list, p99", f"{cr99:.1f} ms", at_most(20, "<= 20 ms"), cr99))
+    print(row("click ack, p99", f"{ack99:.1f} ms", at_most(50, "<= 50 ms"), ack99))
+    if recovery is not None and recovery.kill_result:
+        k99 = pct(recovery.kill_result, 99)
+        if recovery.missing:
+            k99 = float("inf")
+        print(row("replica killed mid-delivery -> result, p99", f"{k99:.1f} s", at_most(15, "<= 15 s"), k99))
+    else:
+        print(row("replica killed mid-delivery -> result, p99", "not measured"))
+    print("\nDetails")
+    print(f"  top Redis commands per answered ask: {per_command(mix)}")
+    print(
+        f"  Slack calls per answered ask: {per_command(calls, answered)} "
+        f"(total {sum(calls.values()) / answered:.2f})"
+    )
+    usage = [r.memory_usage_pending for r in rounds if r.memory_usage_pending == r.memory_usage_pending]
+    if usage:
+        print(
+            f"  MEMORY USAGE of a pending ask's own keys (a sample; members of shared sets not in it): "
+            f"{_median(usage) / KB:.2f} KB"
+        )
+    rates = [r.intake_rate for r in rounds]
+    bares = [r.bare_rate for r in rounds]
+    print(
+        f"  intake {_median(rates):.1f} asks/s{_spread(rates, '.1f')}; "
+        f"bare chat.postMessage {_median(bares):.1f}/s{_spread(bares, '.1f')}"
+    )
+    print(f"  XADD -> post at the fake:       {summary([v for r in rounds for v in r.post_latency])}")
+    print(f"  click -> result on reply_to:    {summary(click_result)}")
+    print(f"  click ack (HTTP answer):        {summary(click_ack)}")
+    trips_i = sum(r.trips_intake for r in rounds) / max(sum(r.posted for r in rounds), 1)
+    trips_c = sum(r.trips_click for r in rounds) / answered
+    print(
+        f"  bot round trips: intake+post {trips_i:.2f}, click+result+redraw {trips_c:.2f} per ask "
+        "(idle loops included)"
+    )
+    idle_s = sum(r.seconds for r in rounds)
+    print(
+        f"  of which the idle loops (an idle replica: {idle.commands_per_s:.1f} commands/s, "
+        f"{idle.trips_per_s:.1f} round trips/s, over the rounds' {idle_s:.0f} s): "
+        f"{idle.commands_per_s * idle_s / answered:.2f} commands, {idle.trips_per_s * idle_s / answered:.2f} "
+        "round trips per ask"
+    )
+    net_cmds = [r.commands_per_ask - idle.commands_per_s * r.seconds / r.per_answered for r in rounds]
+    net_trips = [r.trips_per_ask - idle.trips_per_s * r.seconds / r.per_answered for r in rounds]
+    print(
+        f"  without the idle loops (the share that grows with a slow machine): {_median(net_cmds):.1f} "
+        f"commands, {_median(net_trips):.1f} round trips per answered ask"
+    )
+    cpu = sum(r.cpu_s for r in rounds) / answered * 1000
+    print(f"  bot CPU per answered ask (intake + click, user+system): {cpu:.2f} ms")
+    outcomes: Counter[str] = Counter()
+    for r in rounds:
+        outcomes.update(r.outcomes)
+    print(
+        f"  results: {dict(outcomes)} of {sum(r.n for r in rounds)} asks; duplicate posts "
+        f"{sum(r.duplicates for r in rounds)}; click answers not 200: {sum(r.slow_acks for r in rounds)}; "
+        f"clicked without a result: {sum(r.missing for r in rounds)}"
+    )
+    if recovery is not None:
+        print(
+            f"  recovery: {recovery.asks} asks held by the killed replica ({recovery.held} calls held), "
+            f"results {recovery.outcomes}, missing {recovery.missing}, "
+            f"duplicate posts {recovery.duplicates}, held calls dropped {recovery.dropped}"
+        )
+        if recovery.kill_result:
+            print(f"  kill -> result: {summary(recovery.kill_result)}")
+
+
+async def main(args: argparse.Namespace, **kill_settings: object) -> None:
+    redis = private_redis()
+    fake = await FakeProc(ID_PATTERN).start()
+    agent = connect(redis.url, connection_class=CountingConnection)
+    prefix = f"bench-{uuid.uuid4().hex[:6]}"
+    settings = bot_settings(fake.info["api_url"], fake.info["bot_token"], redis.url, prefix)
+    bot = await BotProc(settings, concurrency=args.concurrency).start()
+    recovery = None
+    try:
+        await fake.call("events_url", bot.events_url)
+        print(
+            f"slack-ask bench: {args.asks} one-click asks a round, {args.concurrency} at a time, "
+            f"{args.rounds} rounds; private {redis.kind} ({redis.url}); fake Slack pid {fake.pid}; "
+            f"bot pid {bot.pid} "
+            f"(started in {bot.info['start_s']:.2f} s); pacing off {bot.info['note']}"
+        )
+        idle = await idle_cost(agent, bot, args.idle)
+        # Not counted; it also gives the bare loop the message the bot posts for such an ask.
+        warm = await run_round(
+            "warm", max(args.warm, 1), args.concurrency, agent=agent, prefix=prefix, bot=bot, fake=fake
+        )
+        if warm.sample is None:
+            raise SystemExit("the warm-up round posted nothing")
+        rounds = []
+        for i in range(args.rounds):
+            r = await run_round(
+                f"r{i}",
+                args.asks,
+                args.concurrency,
+                agent=agent,
+                prefix=prefix,
+                bot=bot,
+                fake=fake,
+                bare=warm.sample,
+            )
+            rounds.append(r)
+            print(
+                f"round {i + 1}: intake {r.intake_rate:.1f}/s vs bare {r.bare_rate:.1f}/s "
+                f"(ratio {r.intake_rate / r.bare_rate:.2f}); "
+                f"{r.commands_per_ask:.1f} commands, {r.trips_per_ask:.1f} round trips per ask; "
+                f"click->result p99 {pct(r.click_result, 99) * 1000:.1f} ms; "
+                f"ack p99 {pct(r.click_ack, 99) * 1000:.1f} ms; "
+                f"{r.mem_pending / KB:.2f} KB pending, {r.mem_ended / KB:.2f} KB ended"
+            )
+        await bot.stop()
+        if args.kill_asks:
+            print(
+                f"recovery: SIGKILL of a replica holding {args.kill_asks} deliveries "
+                f"(waiting up to {args.kill_wait:.0f} s)"
+            )
+            recovery = await kill_during_delivery(
+                agent, fake, redis.url, f"{prefix}-kill", args.kill_asks, args.kill_wait, **kill_settings
+            )
+        report(rounds, recovery, idle)
     finally:
-        if proc.is_alive():
-            await _ask(parent, "stop")
-            proc.join(timeout=10)
+        await bot.stop()
         await fake.stop()
-        keys = [k async for k in agent.scan_iter(match=f"{prefix}*", count=1000)]
-        for start in range(0, len(keys), 500):
-            await agent.delete(*keys[start : start + 500])
         await agent.aclose()
-        if embedded is not None:
-            embedded.stop()
+        redis.stop()
 
 
-if __name__ == "__main__":
+def cli() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--asks", type=int, default=1000)
-    parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds the fake adds to every call")
-    args = parser.parse_args()
-    asyncio.run(main(args.asks, args.concurrency, args.latency))
+    parser.add_argument("--asks", type=int, default=500, help="one-click asks a round (default 500)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--warm", type=int, default=20, help="asks of the uncounted warm-up round")
+    parser.add_argument("--idle", type=float, default=5.0, help="seconds the idle replica is watched")
+    parser.add_argument("--kill-asks", type=int, default=16, help="asks the killed replica holds (0: skip)")
+    parser.add_argument("--kill-wait", type=float, default=300, help="seconds to wait for their results")
+    asyncio.run(main(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    cli()

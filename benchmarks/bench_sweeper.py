@@ -1,11 +1,12 @@
 """Timers at scale. Prints:
 
 * 10,000 pending asks with deadlines spread over 30 s (``--spread``), swept by the bot's sweeper:
-  timeout lateness (result ``resolved_at`` minus deadline) p50/p99, and Redis commands per sweep;
-* 100,000 pending asks, none due: client round trips and server commands per idle sweep.
+  timeout lateness (result ``resolved_at`` minus deadline) p50/p99, and Redis commands per sweep.
+
+(What an idle sweeper costs with many asks pending, none due, is in the scale table: bench_scale.)
 
 It uses its own redis-server (when installed) so ``INFO commandstats`` counts only this run.
-Run: ``.venv/bin/python -m benchmarks.bench_sweeper [--due 10000] [--idle 100000] [--replicas 1]``.
+Run: ``.venv/bin/python -m benchmarks.bench_sweeper [--due 10000] [--replicas 1]``.
 """
 
 from __future__ import annotations
@@ -150,41 +151,11 @@ async def due_run(url: str, n: int, replicas: int, spread: int) -> None:
     await admin.aclose()
 
 
-async def idle_run(url: str, n: int, sweeps: int = 200) -> None:
-    admin = connect(url)
-    prefix = "sweep-idle"
-    store = Store(admin, prefix)
-    now = await store.server_time_ms()
-    started = time.perf_counter()
-    await seed(store, n, first_ms=now + 3_600_000, spread_ms=3_600_000, reply_to=f"{prefix}:results")
-    print(f"seeded {n} pending asks, none due, in {time.perf_counter() - started:.1f} s")
-    client = connect(url, connection_class=CountingConnection)
-    sweeper_store = Store(client, prefix)
-    await sweeper_store.load_scripts()
-    engine = Engine(Settings(prefix=prefix), sweeper_store, NoSlack(), consumer="bench")
-    sweeper = Sweeper(engine, sweeper_store, interval_ms=200)
-    before = await server_commands(admin)
-    CountingConnection.sent = 0
-    t = time.perf_counter()
-    for _ in range(sweeps):
-        assert await sweeper.sweep_once() == 0
-    elapsed = time.perf_counter() - t
-    after = await server_commands(admin)
-    print(
-        f"idle sweep over {n} pending asks: {CountingConnection.sent / sweeps:.2f} client round trips, "
-        f"{(after - before) / sweeps:.2f} server commands (EVALSHA + TIME + ZRANGEBYSCORE inside), "
-        f"{elapsed / sweeps * 1000:.2f} ms each"
-    )
-    await client.aclose()
-    await admin.aclose()
-
-
 async def main(args: Any) -> None:
     embedded = start_embedded_redis()
     print(f"slack-ask sweeper bench on an embedded {embedded.kind} ({embedded.url})")
     try:
         await due_run(embedded.url, args.due, args.replicas, int(args.spread * 1000))
-        await idle_run(embedded.url, args.idle)
     finally:
         embedded.stop()
 
@@ -194,7 +165,6 @@ if __name__ == "__main__":
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--due", type=int, default=10_000)
-    parser.add_argument("--idle", type=int, default=100_000)
     parser.add_argument("--replicas", type=int, default=1)
     parser.add_argument("--spread", type=float, default=30.0, help="seconds over which deadlines fall")
     asyncio.run(main(parser.parse_args()))

@@ -7,17 +7,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, Literal
 
-from slack_sdk.models.blocks import Block
-
 from bot.model import AskRecord
 from bot.render.mrkdwn import cut, escape_mrkdwn, one_line
 from bot.render.questions import ask_title, question_views
 from bot.render.shared import (
     USER_ID_RE,
+    Block,
     Message,
     context_block,
     date_token,
-    dicts,
     header_block,
     inline,
     section_block,
@@ -132,7 +130,7 @@ def render_ended_message(
     when = date_token(resolved_ms)
     blocks.append(context_block(f"{words} · {when}" if when else words))
     plain_words = _outcome_words(outcome, "" if who else None, None)
-    message = Message(text=cut(escape_mrkdwn(one_line(f"{plain_words}: {title}")), 300), blocks=dicts(blocks))
+    message = Message(text=cut(escape_mrkdwn(one_line(f"{plain_words}: {title}")), 300), blocks=blocks)
     check_message(message.to_payload())
     return message
 

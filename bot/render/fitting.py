@@ -10,11 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from slack_sdk.models.blocks import Block
-
 from bot.render.mrkdwn import CUT_MARK, cut, split_for_sections, to_mrkdwn
 from bot.render.questions import QuestionView
-from bot.render.shared import cache_window, section_block, short_text
+from bot.render.shared import Block, cache_window, section_block, short_text
 
 __all__ = [
     "MESSAGE_LEVELS",

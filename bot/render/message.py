@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from slack_sdk.models.blocks import ActionsBlock, Block, ButtonElement, DividerBlock
-
 from bot.ids import ACTION_CHOOSE, ACTION_DECLINE, ACTION_OPEN, ACTION_OTHER, AskRef
 from bot.model import AskRecord
 from bot.render.fitting import MESSAGE_LEVELS, MESSAGE_TEXT_BUDGET, Cutter, Level, may_fit, option_listing
@@ -26,14 +24,16 @@ from bot.render.questions import (
 )
 from bot.render.replies import THREAD_HINT
 from bot.render.shared import (
+    Block,
     Message,
+    actions_block,
+    button,
     context_block,
     date_token,
-    dicts,
+    divider_block,
     header_block,
     inline,
     mention_tokens,
-    plain,
     plain_line,
     section_block,
 )
@@ -106,7 +106,7 @@ def _ask_blocks(
     many = len(questions) > 1
     for q in questions:
         if level.divider and many:
-            blocks.append(DividerBlock())
+            blocks.append(divider_block())
         head = f"*{inline(q.label, 40)}.* " if many else ""
         blocks += cutter.markdown(q.text, level.text, head)
         if level.extras:
@@ -130,7 +130,7 @@ def _ask_blocks(
     if ask.approval is not None:
         blocks.append(section_block(tally_text(ask, votes)))
     blocks.append(_actions(ask, truncated=cutter.truncated))
-    return dicts(blocks)
+    return blocks
 
 
 def _about(ask: AskRecord, *, now_ms: int, step: int, elsewhere: Sequence[str]) -> list[str]:
@@ -168,44 +168,42 @@ def _about(ask: AskRecord, *, now_ms: int, step: int, elsewhere: Sequence[str]) 
 
 def _actions(ask: AskRecord, *, truncated: bool) -> Block:
     ref = AskRef(tag=ask.tag, ask_id=ask.ask_id).encode()
-    buttons: list[ButtonElement] = []
+    buttons: list[Block] = []
     if ask.approval is not None and ask.request is not None:
         # A vote is one click on an option, whatever the number of options (at most 12, within the
         # 25 elements of an actions block); no "Other…": a vote is for one of the options. The buttons
         # stay until the ask ends, so people can change their vote.
         for i, o in enumerate(ask.request.questions[0].options):
             buttons.append(
-                ButtonElement(
-                    text=plain(plain_line(o.label, 75, f"Option {i + 1}")),
-                    action_id=f"{ACTION_CHOOSE}:{i}",
-                    value=AskRef(tag=ask.tag, ask_id=ask.ask_id, option=i).encode(),
-                    style="danger" if i in ask.approval.veto else None,
+                button(
+                    plain_line(o.label, 75, f"Option {i + 1}"),
+                    f"{ACTION_CHOOSE}:{i}",
+                    AskRef(tag=ask.tag, ask_id=ask.ask_id, option=i).encode(),
+                    "danger" if i in ask.approval.veto else None,
                 )
             )
         if truncated:
-            buttons.append(ButtonElement(text=plain("Read all…"), action_id=ACTION_OPEN, value=ref))
+            buttons.append(button("Read all…", ACTION_OPEN, ref))
     elif is_one_click(ask):
         assert ask.request is not None  # is_one_click checked it
         q = ask.request.questions[0]
         for i, o in enumerate(q.options):
             buttons.append(
-                ButtonElement(
-                    text=plain(plain_line(o.label, 75, f"Option {i + 1}")),
-                    action_id=f"{ACTION_CHOOSE}:{i}",
-                    value=AskRef(tag=ask.tag, ask_id=ask.ask_id, option=i).encode(),
-                    style="primary" if q.recommended == i else None,
+                button(
+                    plain_line(o.label, 75, f"Option {i + 1}"),
+                    f"{ACTION_CHOOSE}:{i}",
+                    AskRef(tag=ask.tag, ask_id=ask.ask_id, option=i).encode(),
+                    "primary" if q.recommended == i else None,
                 )
             )
         if q.custom_allowed:
-            buttons.append(ButtonElement(text=plain("Other…"), action_id=ACTION_OTHER, value=ref))
+            buttons.append(button("Other…", ACTION_OTHER, ref))
         if truncated:
             # Some text was cut in the message: the form shows all of it (and answers too).
-            buttons.append(ButtonElement(text=plain("Read all / answer…"), action_id=ACTION_OPEN, value=ref))
+            buttons.append(button("Read all / answer…", ACTION_OPEN, ref))
     else:
-        buttons.append(
-            ButtonElement(text=plain("Answer…"), action_id=ACTION_OPEN, value=ref, style="primary")
-        )
+        buttons.append(button("Answer…", ACTION_OPEN, ref, "primary"))
     # Decline opens a small modal (an optional reason, then the Decline button): the same two clicks
     # as the confirmation it replaces, so Decline stays one click away for people who give no reason.
-    buttons.append(ButtonElement(text=plain("Decline…"), action_id=ACTION_DECLINE, value=ref, style="danger"))
-    return ActionsBlock(elements=buttons)
+    buttons.append(button("Decline…", ACTION_DECLINE, ref, "danger"))
+    return actions_block(buttons)

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from slack_sdk.models.blocks import Block, DividerBlock
-from slack_sdk.models.views import View
-
 from bot.ids import (
     FIELD_ADDITIONAL,
     FIELD_CUSTOM,
@@ -29,7 +26,7 @@ from bot.render.questions import (
     question_views,
     text_input,
 )
-from bot.render.shared import context_block, header_block, inline, plain, section_block
+from bot.render.shared import Block, context_block, divider_block, header_block, inline, plain, section_block
 from bot.slack.blockkit import VIEW_MAX_BLOCKS, check_view, validate_view, view_size
 from contract.question import OTHER_OPTION
 
@@ -46,7 +43,7 @@ def render_form_modal(ask: AskRecord, meta: FormMeta) -> dict[str, Any]:
             continue
         blocks = _form_blocks(ask, questions, level)
         if len(blocks) > VIEW_MAX_BLOCKS and level is not MODAL_LEVELS[-1]:
-            continue  # slack_sdk's View refuses to serialise more than 100 blocks
+            continue  # Slack refuses a view of more than 100 blocks
         view = _view(VIEW_FORM, title, meta, blocks)
         if view_size(view) <= VIEW_BYTE_BUDGET and not validate_view(view):
             return view
@@ -57,16 +54,15 @@ def render_form_modal(ask: AskRecord, meta: FormMeta) -> dict[str, Any]:
 def _view(
     callback_id: str, title: str, meta: FormMeta, blocks: list[Block], *, submit: str = "Submit"
 ) -> dict[str, Any]:
-    view: dict[str, Any] = View(
-        type="modal",
-        callback_id=callback_id,
-        private_metadata=meta.encode(),
-        title=plain(title),
-        submit=plain(submit),
-        close=plain("Cancel"),
-        blocks=blocks,
-    ).to_dict()
-    return view
+    return {
+        "blocks": blocks,
+        "callback_id": callback_id,
+        "close": plain("Cancel"),
+        "private_metadata": meta.encode(),
+        "submit": plain(submit),
+        "title": plain(title),
+        "type": "modal",
+    }
 
 
 def _form_blocks(ask: AskRecord, questions: list[QuestionView], level: Level) -> list[Block]:
@@ -77,7 +73,7 @@ def _form_blocks(ask: AskRecord, questions: list[QuestionView], level: Level) ->
     many = len(questions) > 1
     for i, q in enumerate(questions):
         if level.divider and (many or i == 0):
-            blocks.append(DividerBlock())
+            blocks.append(divider_block())
         head = f"*{inline(q.label, 40)}.* " if many else ""
         blocks += cutter.markdown(q.text, level.text, head)
         if level.extras:

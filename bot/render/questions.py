@@ -2,25 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from slack_sdk.models.blocks import (
-    Block,
-    CheckboxesElement,
-    InputBlock,
-    InputInteractiveElement,
-    Option,
-    PlainTextInputElement,
-    RadioButtonsElement,
-    StaticMultiSelectElement,
-    StaticSelectElement,
-)
-
 from bot.ids import FIELD_ANSWER, field_block_id
 from bot.model import AskRecord
-from bot.render.shared import plain, plain_line, plain_one_line
+from bot.render.shared import Block, plain, plain_line, plain_one_line
 from bot.slack.blockkit import text_length
 
 __all__ = [
@@ -49,12 +36,10 @@ KIND_WORDS: Final = {
     "text": "Answer in your own words",
 }
 
-_Element = Callable[..., InputInteractiveElement]
-
-# A choice question's answer element: (up to _RADIO_MAX options, more options).
-_CHOICE_ELEMENTS: Final[dict[str, tuple[_Element, _Element]]] = {
-    "single": (RadioButtonsElement, StaticSelectElement),
-    "multi": (CheckboxesElement, StaticMultiSelectElement),
+# A choice question's answer element type: (up to _RADIO_MAX options, more options).
+_CHOICE_ELEMENTS: Final[dict[str, tuple[str, str]]] = {
+    "single": ("radio_buttons", "static_select"),
+    "multi": ("checkboxes", "multi_static_select"),
 }
 
 CATEGORY_WORDS: Final = {
@@ -194,29 +179,40 @@ def _option_description_source(o: OptionView) -> str:
     return " ".join(parts)
 
 
-def _choice_options(q: QuestionView) -> list[Option]:
-    options: list[Option] = []
+def _choice_options(q: QuestionView) -> list[Block]:
+    options: list[Block] = []
     for j, o in enumerate(q.options):
         description = plain_line(_option_description_source(o), 75, "")
-        options.append(
-            Option(
-                value=str(j),
-                text=plain(plain_line(o.label, 75, f"Option {j + 1}")),
-                description=plain(description) if description.strip() else None,
-            )
-        )
+        # slack_sdk's Option wrote text, value, then description: kept so, byte for byte.
+        option: Block = {"text": plain(plain_line(o.label, 75, f"Option {j + 1}")), "value": str(j)}
+        if description.strip():
+            option["description"] = plain(description)
+        options.append(option)
     return options
 
 
+def _text_element(action_id: str, placeholder: str | None = None) -> Block:
+    element: Block = {"action_id": action_id, "max_length": _INPUT_MAX, "multiline": True}
+    if placeholder:
+        element["placeholder"] = plain(placeholder)
+    element["type"] = "plain_text_input"
+    return element
+
+
+def _input_block(
+    block_id: str, label: str, element: Block, *, optional: bool, hint: str | None = None
+) -> Block:
+    block: Block = {"block_id": block_id, "element": element}
+    if hint:
+        block["hint"] = plain(hint)
+    block.update(label=plain(label), optional=optional, type="input")
+    return block
+
+
 def answer_input(q: QuestionView, index: int, *, many: bool) -> Block:
-    element: InputInteractiveElement
+    element: Block
     if q.kind == "text":
-        element = PlainTextInputElement(
-            action_id=FIELD_ANSWER,
-            multiline=True,
-            max_length=_INPUT_MAX,
-            placeholder=plain(plain_line(q.placeholder, 150, "")) if q.placeholder else None,
-        )
+        element = _text_element(FIELD_ANSWER, plain_line(q.placeholder, 150, "") if q.placeholder else None)
         label = "Your answer"
     elif not q.options:
         raise ValueError(f"question {index} is a choice with no options")
@@ -225,28 +221,24 @@ def answer_input(q: QuestionView, index: int, *, many: bool) -> Block:
         label = KIND_WORDS[q.kind]
         listed, select = _CHOICE_ELEMENTS[q.kind]
         if len(options) <= _RADIO_MAX:
-            element = listed(action_id=FIELD_ANSWER, options=options)
+            element = {"action_id": FIELD_ANSWER, "options": options, "type": listed}
         else:
-            element = select(action_id=FIELD_ANSWER, options=options, placeholder=plain(label))
+            element = {
+                "action_id": FIELD_ANSWER,
+                "options": options,
+                "placeholder": plain(label),
+                "type": select,
+            }
     if many:
         label = f"{plain_line(q.label, 40, f'Q{index + 1}')} · {label}"
     # Slack cannot say "a choice or custom text": with custom text allowed the choice is optional and the
     # interactions layer checks "at least one" itself (answering with response_action errors).
     optional = not q.required or (q.custom and q.kind != "text")
     hint = "Choose an option, or type your own answer below." if q.custom and q.required else None
-    return InputBlock(
-        block_id=field_block_id(FIELD_ANSWER, index),
-        label=plain(label),
-        element=element,
-        optional=optional,
-        hint=plain(hint) if hint else None,
-    )
+    return _input_block(field_block_id(FIELD_ANSWER, index), label, element, optional=optional, hint=hint)
 
 
 def text_input(field_name: str, index: int | None, label: str, *, optional: bool) -> Block:
-    return InputBlock(
-        block_id=field_block_id(field_name, index),
-        label=plain(label),
-        element=PlainTextInputElement(action_id=field_name, multiline=True, max_length=_INPUT_MAX),
-        optional=optional,
+    return _input_block(
+        field_block_id(field_name, index), label, _text_element(field_name), optional=optional
     )

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from bot.model import AskRecord
 from bot.render.mrkdwn import cut, escape_mrkdwn, one_line
 from bot.render.questions import ask_title
-from bot.render.shared import Message, context_block, date_token, dicts, mention_tokens, section_block
+from bot.render.shared import Message, context_block, date_token, mention_tokens, section_block
 from bot.slack.blockkit import check_message
 
 __all__ = ["render_reminder"]
@@ -40,9 +40,10 @@ def render_reminder(ask: AskRecord, *, number: int, now_ms: int, mentions: Seque
     title = cut(escape_mrkdwn(one_line(ask_title(ask))), 200)
     message = Message(
         text=f"{lead}Still waiting for an answer: {title}",
-        blocks=dicts(
-            [section_block(text), context_block(f"Use the buttons on the message above to answer: {title}")]
-        ),
+        blocks=[
+            section_block(text),
+            context_block(f"Use the buttons on the message above to answer: {title}"),
+        ],
     )
     check_message(message.to_payload())
     return message

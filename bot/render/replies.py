@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from slack_sdk.models.blocks import ActionsBlock, ButtonElement
-
 from bot.ids import ACTION_REPLY_CHANGE, ACTION_REPLY_CONFIRM
 from bot.render.mrkdwn import cut
-from bot.render.shared import Message, context_block, dicts, inline, section_block
+from bot.render.shared import Message, actions_block, button, context_block, inline, section_block
 from bot.slack.replies import Pending, Reading
 from contract import QuestionAnswer
 from contract.question import Question
@@ -74,19 +72,19 @@ def render_reading(questions: Sequence[Question], reading: Reading, pending: Pen
     value = pending.encode()
     if len(value) > _VALUE_MAX:
         text = "Your reply is too long to confirm here: please use the ask's Answer… button."
-        return Message(text=text, blocks=dicts([section_block(text)]))
+        return Message(text=text, blocks=[section_block(text)])
     text = f"I read your reply as: {summary}. Nothing is recorded until you confirm."
     blocks = [
         section_block(f"I read your reply as: *{summary}*"),
         context_block(why, "Nothing is recorded until you press Confirm."),
     ]
-    buttons = ActionsBlock(
-        elements=[
-            ButtonElement(text="Confirm", action_id=ACTION_REPLY_CONFIRM, value=value, style="primary"),
-            ButtonElement(text="Change…", action_id=ACTION_REPLY_CHANGE, value=value),
+    buttons = actions_block(
+        [
+            button("Confirm", ACTION_REPLY_CONFIRM, value, "primary"),
+            button("Change…", ACTION_REPLY_CHANGE, value),
         ]
     )
-    return Message(text=text, blocks=dicts([*blocks, buttons]))
+    return Message(text=text, blocks=[*blocks, buttons])
 
 
 def render_unreadable(reading: Reading) -> str:

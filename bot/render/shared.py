@@ -11,24 +11,19 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, Final
 
-from slack_sdk.models.blocks import (
-    Block,
-    ContextBlock,
-    HeaderBlock,
-    MarkdownTextObject,
-    PlainTextObject,
-    SectionBlock,
-)
-
 from bot.render.mrkdwn import CUT_MARK, cut, escape_mrkdwn, one_line
 
 __all__ = [
     "USER_ID_RE",
+    "Block",
     "Message",
+    "actions_block",
+    "button",
     "cache_window",
     "context_block",
     "date_token",
     "dicts",
+    "divider_block",
     "escaped_line",
     "header_block",
     "inline",
@@ -88,24 +83,51 @@ def mention_tokens(ids: Sequence[str]) -> list[str]:
     return tokens
 
 
-def md(text: str) -> MarkdownTextObject:
-    return MarkdownTextObject(text=text, verbatim=True)
+# Block Kit as the plain JSON objects Slack takes, built by typed functions. slack_sdk's model objects
+# cost more to build and serialise than the rest of rendering together (to_dict re-validates every
+# object, on every level tried); Slack's limits are checked once on the payload
+# (bot.slack.blockkit_rules). Keys are in sorted order, as slack_sdk's to_dict wrote them, so every
+# payload stays byte for byte what it was (tests/render_corpus).
+Block = dict[str, Any]
+"""A Block Kit block, element or composition object, as JSON."""
 
 
-def plain(text: str) -> PlainTextObject:
-    return PlainTextObject(text=text, emoji=True)
+def md(text: str) -> Block:
+    return {"text": text, "type": "mrkdwn", "verbatim": True}
+
+
+def plain(text: str) -> Block:
+    return {"emoji": True, "text": text, "type": "plain_text"}
 
 
 def section_block(text: str) -> Block:
-    return SectionBlock(text=md(text))
+    return {"text": md(text), "type": "section"}
 
 
 def context_block(*texts: str) -> Block:
-    return ContextBlock(elements=[md(t) for t in texts if t.strip()][:10])
+    elements = [md(t) for t in texts if t.strip()][:10]
+    return {"elements": elements, "type": "context"} if elements else {"type": "context"}
 
 
 def header_block(title: str) -> Block:
-    return HeaderBlock(text=plain(plain_line(title, 150, "A question for you")))
+    return {"text": plain(plain_line(title, 150, "A question for you")), "type": "header"}
+
+
+def divider_block() -> Block:
+    return {"type": "divider"}
+
+
+def button(text: str, action_id: str, value: str, style: str | None = None) -> Block:
+    """A button; ``text`` is plain text already made safe (``plain_line``) or the bot's own words."""
+    found: Block = {"action_id": action_id}
+    if style:
+        found["style"] = style
+    found.update(text=plain(text), type="button", value=value)
+    return found
+
+
+def actions_block(elements: list[Block]) -> Block:
+    return {"elements": elements, "type": "actions"}
 
 
 # Cached: the renderer tries several detail levels, each escaping the same (possibly huge) labels again.
@@ -147,5 +169,7 @@ def plain_line(text: str | None, limit: int, fallback: str) -> str:
     return shown if shown.strip() else fallback
 
 
-def dicts(blocks: Sequence[Block]) -> list[dict[str, Any]]:
-    return [b.to_dict() for b in blocks]
+def dicts(blocks: Sequence[Any]) -> list[Block]:
+    """The blocks as JSON: built ones as they are; a slack_sdk model object (should a renderer still
+    use one) through its ``to_dict``."""
+    return [b if isinstance(b, dict) else b.to_dict() for b in blocks]

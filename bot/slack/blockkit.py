@@ -43,16 +43,25 @@ VIEW_MAX_BYTES: Final = 250_000
 slack_sdk sends it), the stricter reading of "kB"."""
 
 
+_COUNTED_TYPES: Final = frozenset({*TEXT_TYPES, "markdown"})
+
+
 def blocks_text_length(blocks: Any) -> int:
     """Sum of every text object's ``text`` in ``blocks``: what ``msg_blocks_too_long`` is about."""
     total = 0
     stack: list[Any] = [blocks]
     while stack:
         item = stack.pop()
-        if isinstance(item, Mapping):
-            if item.get("type") in (*TEXT_TYPES, "markdown") and isinstance(item.get("text"), str):
-                total += text_length(item["text"])
-            stack.extend(v for v in item.values() if isinstance(v, Mapping | list))
+        # dict first: the renderers' blocks are plain dicts, and an ABC check costs far more.
+        if isinstance(item, dict) or (not isinstance(item, list) and isinstance(item, Mapping)):
+            text = item.get("text")
+            if isinstance(text, str) and item.get("type") in _COUNTED_TYPES:
+                total += text_length(text)
+            for value in item.values():
+                if isinstance(value, dict | list) or (
+                    not isinstance(value, str | bool | int | float) and isinstance(value, Mapping)
+                ):
+                    stack.append(value)
         elif isinstance(item, list):
             stack.extend(item)
     return total
