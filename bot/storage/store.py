@@ -72,14 +72,23 @@ class Store(TimerStore):
     async def claim_index_state(self, ask_id: str, tag: str, ttl_ms: int) -> tuple[str, str | None]:
         """``claim_index``, and the state of the ask already recorded under ``tag`` (None for an ask
         not seen yet), read in the same round trip: intake takes no post token for an ask that is
-        posted or ended already (a duplicate, a re-send), which posts nothing."""
+        posted or ended already (a duplicate, a re-send), which posts nothing. ``in_flight``: accepted,
+        under a live lease: another delivery is posting it (accept finds it busy, so this one posts
+        nothing either), or, rarely, this replica's own, taken over at once (its post then takes
+        its channel token under the lease)."""
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.set(self.keys.index(ask_id), tag, nx=True, px=ttl_ms)
             pipe.get(self.keys.index(ask_id))
-            pipe.hget(self.ask_keys(tag, ask_id).ask, "state")
-            _, current, state = await pipe.execute()
+            pipe.hmget(self.ask_keys(tag, ask_id).ask, ["state", "lease_until"])
+            pipe.time()  # the lease is in Redis time
+            _, current, (state, lease_until), (seconds, micros) = await pipe.execute()
         if current is None or _s(current) == tag:
-            return tag, _s(state) if state is not None else None
+            if state is None:
+                return tag, None
+            now_ms = seconds * 1000 + micros // 1000
+            if _s(state) == "accepted" and float(lease_until or 0) > now_ms:
+                return tag, "in_flight"
+            return tag, _s(state)
         old = _s(current)
         if await self.redis.exists(self.ask_keys(old, ask_id).ask):
             return old, None  # known under another reply_to: only a re-send; intake loads it
