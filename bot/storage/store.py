@@ -182,6 +182,14 @@ class Store(TimerStore):
         # moment, and a member added after that would stay behind.
         for channel_key in tracked:
             steps.extend(self._track(channel_key, member))
+        if tracked:
+            # In the same round trip: a member added after the ask left its channels (this write held
+            # in the network past the end, its answer lost, its replica dead) has a timer that takes
+            # it out again (Timers: an ended ask's timer leaves its channels). Early for a live ask:
+            # the sweeper sets its next timer again.
+            steps.append(
+                self._script("schedule_in", [self.keys.due], [self.finalize_after_ms, member, "keep_earlier"])
+            )
         at = len(steps)
         steps.append(
             self._script(
@@ -433,6 +441,16 @@ class Store(TimerStore):
                 done_asks.append((ask_id, tag))
         if done_asks:
             await self._run([self._zrem_due(ask_id, tag) for ask_id, tag in done_asks])
+
+    async def leave_channels(self, rec: AskRecord) -> None:
+        """An ended ask leaves the channel sets of its messages and of every channel its record can
+        post to (its route, its escalation steps): a record refused after the end (``posted``) may have
+        tracked one its messages lack."""
+        member = due_member(rec.ask_id, rec.tag)
+        named = {rec.route.channel if rec.route else None, *(step.channel for step in rec.escalate)}
+        keys = [self.keys.channel(channel) for channel in sorted(c for c in named if c)]
+        await self._run([lambda pipe, key=key: pipe.srem(key, member) for key in keys])  # type: ignore[misc]
+        await self._leave_channels([(rec.ask_id, rec.tag)])
 
     async def _leave_channels(self, asks: Sequence[tuple[str, str]]) -> None:
         """Finished asks leave the ``P:chan:<channel>`` sets of every message they had: those sets hold
