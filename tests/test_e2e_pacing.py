@@ -5,16 +5,19 @@ clicks is acked at once and cleaned up at Slack's pace, and a busy channel holds
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
 
 import pytest
+from aiohttp import web
 from redis.asyncio import Redis
 
 from bot.playground import FakeSlack
-from bot.storage.keys import Keys, slot_tag
+from bot.storage.keys import GROUP, Keys, slot_tag
 from tests.conftest import REDIS_IS_FAKE
 from tests.harness import SIGNING_SECRET, Harness, interactive_elements
 
@@ -23,12 +26,21 @@ DEPLOY = {"id": "deploy", "question": "Deploy?", "options": ["Yes", "No"]}
 PEOPLE = ["U0ALICE", "U0BOB", "U0CAROL"]
 
 
-@pytest.fixture
-async def limited(redis: Redis, redis_url: str, prefix: str) -> AsyncIterator[Harness]:
+@contextlib.asynccontextmanager
+async def limited_harness(
+    redis: Redis, redis_url: str, prefix: str, *, middlewares: Sequence[Any] = (), **overrides: Any
+) -> AsyncIterator[Harness]:
     """A fake Slack enforcing Slack's limits at ``SPEEDUP`` and one replica pacing at the same speed."""
     fake = FakeSlack.with_demo_workspace(signing_secret=SIGNING_SECRET, rate_limits=True, speedup=SPEEDUP)
+    fake.app.middlewares.extend(middlewares)
     await fake.start()
-    h = Harness(fake=fake, redis=redis, redis_url=redis_url, prefix=prefix, overrides={"pace_scale": SPEEDUP})
+    h = Harness(
+        fake=fake,
+        redis=redis,
+        redis_url=redis_url,
+        prefix=prefix,
+        overrides={"pace_scale": SPEEDUP, **overrides},
+    )
     try:
         await h.start_replica()
         yield h
@@ -36,6 +48,12 @@ async def limited(redis: Redis, redis_url: str, prefix: str) -> AsyncIterator[Ha
     finally:
         await h.stop()
         await fake.stop()
+
+
+@pytest.fixture
+async def limited(redis: Redis, redis_url: str, prefix: str) -> AsyncIterator[Harness]:
+    async with limited_harness(redis, redis_url, prefix) as h:
+        yield h
 
 
 def channels(h: Harness, count: int, tag: str = "P") -> list[str]:
@@ -161,8 +179,13 @@ async def test_a_busy_channel_holds_back_no_ask_to_another_channel(limited: Harn
             await h.fake.click("U0ALICE", channel, message.ts, "slack_ask:choose:0")
 
 
-# Alone (serial): it reads a token bucket's next slot, which load from other workers moved on fakeredis.
-@pytest.mark.serial
+async def _until(check: Callable[[], Awaitable[bool]], *, what: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
 async def test_a_duplicate_or_re_sent_ask_takes_no_post_token(limited: Harness) -> None:
     # A channel allows one post a second: an agent's retry of an ask already posted, or a re-send of
     # one already ended, posts nothing, so it must not use up the channel's post budget either.
@@ -171,6 +194,9 @@ async def test_a_duplicate_or_re_sent_ask_takes_no_post_token(limited: Harness) 
     await h.send(env)
     [message] = await h.posted()
     bucket = Keys(h.prefix).rate("chat.postMessage", "C0DEPLOY")
+    ask = Keys(h.prefix).for_ask(slot_tag(env["reply_to"]), env["ask_id"]).ask
+    # Posted in Slack is not yet posted in the record (the delivery in flight is the next test's).
+    await _until(lambda: _state_is(h, ask, b"posted"), what="the post recorded")
 
     async def unchanged_by(send: dict[str, object]) -> None:
         before = await h.redis.get(bucket)
@@ -183,3 +209,56 @@ async def test_a_duplicate_or_re_sent_ask_takes_no_post_token(limited: Harness) 
     assert (await h.result(env["reply_to"]))["outcome"] == "answered"
     await unchanged_by(env)  # a re-send after the end: the stored result again, nothing posted
     assert (await h.result(env["reply_to"]))["outcome"] == "answered"
+
+
+async def _state_is(h: Harness, ask: str, state: bytes) -> bool:
+    return await h.redis.hget(ask, "state") == state
+
+
+async def test_a_duplicate_sent_while_the_first_post_is_in_flight_takes_no_post_token(
+    redis: Redis, redis_url: str, prefix: str
+) -> None:
+    # An agent's retry that intake reads while the first delivery's post is on its way (in Slack,
+    # not yet in the record) posts nothing either: accept finds the live lease busy.
+    answered = asyncio.Event()
+    release = asyncio.Event()
+
+    @web.middleware
+    async def hold_the_first_answer(request: web.Request, handler: Any) -> web.StreamResponse:
+        response = await handler(request)
+        if request.path.endswith("/chat.postMessage") and not answered.is_set():
+            answered.set()
+            await release.wait()  # Slack has the message; the bot waits for its answer
+        return response
+
+    # A lease far longer than the hold: the duplicate must find it live, not take the delivery over.
+    async with limited_harness(
+        redis, redis_url, prefix, middlewares=[hold_the_first_answer], delivery_window_ms=15_000
+    ) as h:
+        env = h.envelope(DEPLOY)
+        await h.send(env)
+        [message] = await h.posted()
+        bucket = Keys(h.prefix).rate("chat.postMessage", "C0DEPLOY")
+        ask = Keys(h.prefix).for_ask(slot_tag(env["reply_to"]), env["ask_id"]).ask
+        before = await h.redis.get(bucket)
+        assert before is not None  # the first post's slot
+        duplicate = await h.send(env)
+
+        async def found_busy() -> bool:
+            # Intake read it (one delivery) and found the lease live: unclaim_busy gives the count back.
+            rows = await h.redis.xpending_range(
+                f"{h.prefix}:asks", GROUP, min=duplicate, max=duplicate, count=1
+            )
+            return bool(rows) and int(rows[0]["times_delivered"]) == 0
+
+        try:
+            await _until(found_busy, what="intake to find the duplicate's ask in flight")
+            assert await _state_is(h, ask, b"accepted")  # still in flight: the answer is held
+            assert await h.redis.get(bucket) in (before, None)  # no slot reserved (or the bucket idled out)
+        finally:
+            release.set()
+        await _until(lambda: _state_is(h, ask, b"posted"), what="the post recorded")
+        await h.drained()  # the duplicate, reclaimed once the lease is gone, finds the ask posted
+        assert [m.ts for m in h.fake.messages("C0DEPLOY") if not m.thread_ts] == [message.ts]
+        await h.fake.click("U0BOB", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+        assert (await h.result(env["reply_to"]))["outcome"] == "answered"

@@ -19,9 +19,13 @@ from redis.asyncio import Redis
 
 from bot import render
 from bot.engine.actions import LEARN_AFTER_S
+from bot.model import PostedMessage
 from bot.playground import FakeSlack, payloads
 from bot.storage.buckets import Buckets
+from bot.storage.keys import Keys, due_member, slot_tag
+from bot.storage.records import Lease
 from bot.storage.scripts import script_source
+from bot.storage.store import Store
 from tests.harness import Harness, interactive_elements
 from tests.redis_procs import TcpProxy
 from tests.test_reliability import _post_as_the_bot
@@ -295,3 +299,54 @@ async def test_the_same_click_delivered_twice_is_not_told_it_did_not_count(harne
     assert response.status == 200
     await _told_exactly(harness.fake, "U0ALICE", [CONFIRMED])
     assert await harness.no_more_results(env["reply_to"], wait=0.2)
+
+
+async def test_a_record_landing_after_its_ask_ended_leaves_no_channel_member(
+    harness: Harness, redis_url: str
+) -> None:
+    # Kills mode of the chaos test: a delivery's record is held in a partition, its replica dies, and
+    # the ask ends meanwhile and leaves its channels. At the heal the record lands: posted.lua refuses
+    # it (stale), but the channel member its round trip tracks first stands, and nobody alive knows.
+    h = harness
+    env = h.envelope(DEPLOY)
+    await h.send(env)
+    message = await _posted(h, env)
+    await h.fake.click("U0BOB", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+    assert (await h.result(env["reply_to"]))["outcome"] == "answered"
+    tag = slot_tag(env["reply_to"])
+    keys = Keys(h.prefix)
+    chan, member = keys.channel("C0DEPLOY"), due_member(env["ask_id"], tag)
+
+    async def left() -> bool:  # finished: out of its channel, and no timer
+        return not await h.redis.sismember(chan, member) and await h.redis.zscore(keys.due, member) is None
+
+    await _until(left, what="the ended ask to leave its channel")
+    proxy = TcpProxy(int(redis_url.rsplit(":", 1)[1].split("/")[0]))
+    await proxy.start()
+    late_redis = Redis.from_url(proxy.url)
+    try:
+        await late_redis.ping()  # connected before the partition: only the record is held
+        late = Store(late_redis, h.prefix, finalize_after_ms=300)
+        proxy.blackhole(when=_sha("posted"))
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.5):  # the dead replica's record, given up on
+                await late.posted(
+                    tag,
+                    env["ask_id"],
+                    [PostedMessage(channel="C0DEPLOY", ts="1700000000.000100")],
+                    actor="dead-replica",
+                    track_channel=True,
+                    lease=Lease("dead-replica", "1", 0.0),
+                )
+        await proxy.heal()
+        audit = keys.for_ask(tag, env["ask_id"]).audit
+
+        async def refused() -> bool:
+            return any(json.loads(a)["event"] == "refused_stale" for a in await h.redis.lrange(audit, 0, -1))
+
+        await _until(refused, what="the late record to land, refused")
+        # The timer that came in the same round trip takes the member out (the running replica's sweeper).
+        await _until(left, what="the member the late record added to leave again")
+    finally:
+        await late_redis.aclose()
+        await proxy.stop()

@@ -122,7 +122,8 @@ class Intake(Room):
                 rec = loaded.record
         schedule = rec.deadline_ms if isinstance(built, AskRecord) else None
         channel_token = False
-        posts = seen not in ("posted", "ended")  # a duplicate or re-send of such an ask posts nothing
+        # A duplicate or re-send of such an ask posts nothing (in flight: accept finds it busy).
+        posts = seen not in ("posted", "ended", "in_flight")
         if posts and isinstance(built, AskRecord) and built.route is not None and built.route.channel:
             # Before the lease: a busy channel's post limit raises Deferred here, and intake takes
             # other entries meanwhile (fair across channels) instead of holding a slot and a lease.

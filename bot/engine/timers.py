@@ -143,6 +143,9 @@ class Timers(Room):
                     rec, loaded.messages, loaded.result, loaded.by, priority="clear", deadline=deadline
                 )
             else:
+                # Finished: no timer is due for it, except the one a record that landed after the end
+                # set (Store.posted) for the channel member it added. Leave first, then the timer goes.
+                await self.store.leave_channels(rec)
                 await self.store.unschedule(ask_id, tag)
             return
         if loaded.state == "accepted":

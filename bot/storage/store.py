@@ -71,15 +71,20 @@ class Store(TimerStore):
 
     async def claim_index_state(self, ask_id: str, tag: str, ttl_ms: int) -> tuple[str, str | None]:
         """``claim_index``, and the state of the ask already recorded under ``tag`` (None for an ask
-        not seen yet), read in the same round trip: intake takes no post token for an ask that is
-        posted or ended already (a duplicate, a re-send), which posts nothing."""
+        not seen yet), read in the same round trip: intake takes no post token for an ask posted or ended
+        (a duplicate, a re-send) or ``in_flight`` (accepted under a live lease: accept finds it busy)."""
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.set(self.keys.index(ask_id), tag, nx=True, px=ttl_ms)
             pipe.get(self.keys.index(ask_id))
-            pipe.hget(self.ask_keys(tag, ask_id).ask, "state")
-            _, current, state = await pipe.execute()
+            pipe.hmget(self.ask_keys(tag, ask_id).ask, ["state", "lease_until"])
+            pipe.time()  # the lease is in Redis time
+            _, current, (state, lease_until), (seconds, micros) = await pipe.execute()
         if current is None or _s(current) == tag:
-            return tag, _s(state) if state is not None else None
+            seen, live = (
+                _s(state) if state else None,
+                float(lease_until or 0) > seconds * 1000 + micros / 1000,
+            )
+            return tag, "in_flight" if seen == "accepted" and live else seen
         old = _s(current)
         if await self.redis.exists(self.ask_keys(old, ask_id).ask):
             return old, None  # known under another reply_to: only a re-send; intake loads it
@@ -173,6 +178,10 @@ class Store(TimerStore):
         # moment, and a member added after that would stay behind.
         for channel_key in tracked:
             steps.extend(self._track(channel_key, member))
+        if tracked:  # and a timer that takes the member out should nobody read the answer (Timers)
+            steps.append(
+                self._script("schedule_in", [self.keys.due], [self.finalize_after_ms, member, "keep_earlier"])
+            )
         at = len(steps)
         steps.append(
             self._script(
@@ -189,6 +198,7 @@ class Store(TimerStore):
                 # Tracked above, refused here: the ended ask may have left its channels already (a
                 # withdrawn copy learned from Slack's event after the end), and nothing else would.
                 await self._run([lambda pipe, key=key: pipe.srem(key, member) for key in tracked])  # type: ignore[misc]
+                await self.unschedule_if_finished(ask_id, tag)  # the timer set above, not needed now
             return state  # fenced (the entry is the current holder's to ack), or nothing recorded
         if ack_entry is not None:
             # After the record, not in its round trip: a stale delivery must leave the entry pending
@@ -425,7 +435,13 @@ class Store(TimerStore):
         if done_asks:
             await self._run([self._zrem_due(ask_id, tag) for ask_id, tag in done_asks])
 
-    async def _leave_channels(self, asks: Sequence[tuple[str, str]]) -> None:
+    async def leave_channels(self, rec: AskRecord) -> None:
+        """An ended ask leaves the channel sets of its messages and of every channel it can post to (its
+        route, its escalation steps): a record refused after the end may have tracked one of those."""
+        named = {rec.route.channel if rec.route else None, *(step.channel for step in rec.escalate)}
+        await self._leave_channels([(rec.ask_id, rec.tag)], also={c for c in named if c})
+
+    async def _leave_channels(self, asks: Sequence[tuple[str, str]], also: set[str] | None = None) -> None:
         """Finished asks leave the ``P:chan:<channel>`` sets of every message they had: those sets hold
         only asks an archived conversation could still dismiss."""
         if not asks:
@@ -440,7 +456,7 @@ class Store(TimerStore):
             member = due_member(ask_id, tag)
             channels = {str(m.get("channel")) for m in json.loads(_s(msgs) if msgs else "[]") or []}
             # A withdrawn copy's channel was tracked when it was posted, too.
-            channels |= {channel for channel, _ in _withdrawn(withdrawn)}
+            channels |= {channel for channel, _ in _withdrawn(withdrawn)} | (also or set())
             for channel in sorted(channels):
                 key = self.keys.channel(channel)
                 steps.append(lambda pipe, key=key, member=member: pipe.srem(key, member))  # type: ignore[misc]

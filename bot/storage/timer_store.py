@@ -41,6 +41,13 @@ class TimerStore(IntakeStream):
     async def unschedule(self, ask_id: str, tag: str) -> None:
         await self.redis.zrem(self.keys.due, due_member(ask_id, tag))
 
+    async def unschedule_if_finished(self, ask_id: str, tag: str) -> None:
+        """Remove the ask's timer if the ask is ended and finished (read first: a message recorded
+        after the end sets ``finalized`` to 0 and its timer again, ``Store.posted``)."""
+        state, finalized = await self.redis.hmget(self.keys.for_ask(tag, ask_id).ask, ["state", "finalized"])
+        if _s(state or b"") == "ended" and _s(finalized or b"") == "1":
+            await self.unschedule(ask_id, tag)
+
     async def hold_timer(self, ask_id: str, tag: str, lease_ms: int) -> None:
         """Renew a sweeper's claim on an ask's timer: due again ``lease_ms`` from now (Redis time),
         only if the ask still has one (XX: an ask that ended and was cleaned up gets none back)."""
