@@ -227,14 +227,15 @@ async def run_round(
     r.mem_ended = (await used_memory(agent) - mem0) / n
     r.cpu_s = cpu_seconds(bot.pid) - cpu0
     r.seconds = time.time() - started
-    if bare is not None:
-        # Before and after the round: the machine's load drifts, and the ratio should not ride on it.
-        r.bare_rate = (r.bare_rate + await bot.call("bare", (n, bare))) / 2
-    if targets:
-        r.sample = await fake.call("message", targets[0])
     calls = await fake.call("calls")
     calls.subtract(calls0)
     r.slack_calls = Counter({k: v for k, v in calls.items() if v > 0})
+    if bare is not None:
+        # Before and after the round (outside every count): the machine's load drifts, and the ratio
+        # should not ride on it.
+        r.bare_rate = (r.bare_rate + await bot.call("bare", (n, bare))) / 2
+    if targets:
+        r.sample = await fake.call("message", targets[0])
     return r
 
 
