@@ -28,6 +28,7 @@ PURE = (
     "bot.slack.blockkit_rules",
     "bot.slack.scopes",
     "bot.workflow",
+    "bot.home",
 )
 # Shared by every layer of bot: settings, errors, durations, logging, metrics. They import only
 # contract and libraries, never another part of bot.
@@ -68,6 +69,7 @@ IO_SHELL = (
     "bot.client",
     "bot.integrations",
     "bot.blpop",
+    "bot.home_loop",
 )
 # The agent frameworks (optional extras): each imported only inside its own integration module.
 FRAMEWORKS = {

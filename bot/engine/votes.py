@@ -85,6 +85,8 @@ class Votes(Room):
         )
         verdict = await act.write(self.store.vote(ballot), voted(user.id, option))
         act.recorded = verdict.verdict in ("won", "counted", "same")
+        if verdict.verdict in ("won", "counted"):
+            await self.endings.home_after(rec, user.id)  # its tally changed on the tabs showing it
         if verdict.verdict == "won":
             assert verdict.result is not None
             METRICS.results.labels(outcome="answered").inc()
