@@ -11,6 +11,7 @@ from typing import Any
 
 from bot import results
 from bot.ids import AskRef
+from bot.playground.home import views_publish
 from bot.storage.check import check_prefix
 from bot.storage.keys import Keys, due_member, slot_tag
 from bot.storage.store import Resolution, Store, iso_ms
@@ -202,6 +203,7 @@ async def test_an_approval_shows_its_tally_on_home_and_records_votes_from_there(
     result = await harness.result(env["reply_to"])
     assert result["outcome"] == "answered" and result["via"] == "home"
     assert sorted(v["user"]["id"] for v in result["votes"]) == ["U0ALICE", "U0BOB"]
+    assert result["slack"]["ts"] == message.ts  # the ask's message, though voted on from the tab
     await home_when(harness, "U0BOB", lambda v: env["ask_id"] not in home_asks(v))
 
 
@@ -296,3 +298,21 @@ async def test_check_finds_and_fixes_index_drift(harness: Harness) -> None:
     assert await harness.redis.zscore(keys.home_waiting("U0ALICE"), member) is not None
     view = await opened(harness, "U0ALICE", lambda v: env["ask_id"] in home_asks(v))
     assert "Drift?" in _text(view)
+
+
+async def test_publishes_survive_429_5xx_and_a_newer_view_published_elsewhere(harness: Harness) -> None:
+    first = await _send(harness, _question("First?"), responders={"users": ["U0ALICE"]}, timeout_ms=HOUR)
+    await _all_posted(harness, [first])
+    await opened(harness, "U0ALICE", lambda v: first["ask_id"] in home_asks(v))
+    # Another replica published meanwhile (its hash is not the one this one last saw), and Slack
+    # then answers a 429 and a 503: the change still reaches the tab, drawn fresh.
+    views_publish(harness.fake.state, {"user_id": "U0ALICE", "view": {"type": "home", "blocks": []}})
+    harness.fake.fail_next("views.publish", times=1)
+    harness.fake.fail_next("views.publish", status=503, times=1)
+    second = await _send(
+        harness, _question("Second?"), responders={"users": ["U0ALICE"]}, timeout_ms=HOUR // 2
+    )
+    view = await home_when(harness, "U0ALICE", lambda v: home_asks(v) == [second["ask_id"], first["ask_id"]])
+    assert "Waiting for you: 2" in _text(view)
+    answers = [c.error for c in harness.fake.find_calls("views.publish")]
+    assert "ratelimited" in answers and "hash_conflict" in answers

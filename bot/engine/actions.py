@@ -328,6 +328,8 @@ class Actions(Room):
         recorded first if the record lacks it."""
         acted_on = self._acted_on(loaded, channel, ts)
         await act.before(self._learn_acted_on(loaded, acted_on))
+        if acted_on is None and loaded.messages:
+            acted_on = loaded.messages[-1]  # a vote from the Home tab: the result names the ask's message
         await self.votes.vote(loaded, act, option, acted_on=acted_on, via=via)
 
     async def on_decline(self, action: BlockAction) -> None:
