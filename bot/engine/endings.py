@@ -75,18 +75,17 @@ class Endings(Room):
         if verdict.verdict == "won":
             METRICS.results.labels(outcome=ending.outcome).inc()
             assert verdict.result is not None
-            await self.home_after(rec, actor.id if actor is not None else None)
             await self.finish_messages(
                 rec, verdict.messages, verdict.result, actor.id if actor else None, reason=reason
             )
+            await self.home_after(rec, actor.id if actor is not None else None)
         return verdict
 
     async def home_after(self, rec: AskRecord, person: str | None) -> None:
         """The Home tabs showing an ask that just ended or was voted on are published again, and the
         person who answered or voted has it in "Recently answered by you" (docs/home.md)."""
-        if person is not None:
-            await quietly(self.store.home_answered(person, rec.tag, rec.ask_id), "recording an answer")
-        await quietly(self.store.home_touch(rec.tag, rec.ask_id), f"publishing the tabs showing {rec.ask_id}")
+        work = self.store.home_changed(rec.tag, rec.ask_id, answered_by=person)
+        await quietly(work, f"publishing the tabs showing {rec.ask_id}")
 
     def log_ending(
         self,

@@ -8,12 +8,13 @@ and taken out of the index (the repair a crash between an ask's end and its inde
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
-from bot.engine.acts import UNAVAILABLE
+from bot.engine.acts import UNAVAILABLE, failure
 from bot.engine.room import Room, Shared
 from bot.errors import SlackError, SlackPermanentError
 from bot.home import AskedRow, HomeData, RecentRow, WaitingRow, is_user_id, named_on, waits_for
@@ -24,7 +25,7 @@ from bot.slack.pacing import Priority
 from bot.storage.home_index import HomeRows
 from bot.storage.store import LoadedAsk
 
-__all__ = ["OPEN_DEBOUNCE_MS", "Home", "quietly"]
+__all__ = ["OPEN_DEBOUNCE_MS", "QUIET_BUDGET_S", "Home", "quietly"]
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +38,18 @@ _CONFLICTS = 3
 NOTICE_FOR_S = 120.0
 
 
+QUIET_BUDGET_S = 2.0
+"""What Home bookkeeping may add to what it rides on (an ending, a vote) when Redis does not answer."""
+
+
 async def quietly(work: Awaitable[Any], what: str) -> None:
-    """Home bookkeeping never fails what it rides on (an answer, a post): one log line instead; the
-    tab is drawn from the records and ``slack-ask check`` repairs an index."""
+    """Home bookkeeping never fails what it rides on (an answer, a post) nor holds it for long: one
+    log line instead; the tab is drawn from the records and ``slack-ask check`` repairs an index."""
     try:
-        await work
+        async with asyncio.timeout(QUIET_BUDGET_S):
+            await work
     except (*UNAVAILABLE, SlackError) as exc:
-        log.warning("home tab: %s failed: %s", what, exc)
+        log.warning("home tab: %s failed: %s", what, failure(exc))
 
 
 class Home(Room):

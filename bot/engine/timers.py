@@ -239,7 +239,9 @@ class Timers(Room):
         METRICS.escalations.inc()
         if outcome == "ok":
             # A step reached: the people it is to now have the ask waiting on their Home tab.
-            await quietly(self.store.home_touch(rec.tag, rec.ask_id), f"publishing the tabs of {rec.ask_id}")
+            await quietly(
+                self.store.home_changed(rec.tag, rec.ask_id), f"publishing the tabs of {rec.ask_id}"
+            )
         if outcome == "moved":
             # Another sweeper posted this step first (this one outlived its lease after all): advance.lua
             # marked the copy posted here withdrawn (it is not in the record), so it goes rather than

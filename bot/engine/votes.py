@@ -85,15 +85,15 @@ class Votes(Room):
         )
         verdict = await act.write(self.store.vote(ballot), voted(user.id, option))
         act.recorded = verdict.verdict in ("won", "counted", "same")
-        if verdict.verdict in ("won", "counted"):
-            await self.endings.home_after(rec, user.id)  # its tally changed on the tabs showing it
         if verdict.verdict == "won":
             assert verdict.result is not None
             METRICS.results.labels(outcome="answered").inc()
             log.info("ask %s ended answered (vote) by %s on replica %s", rec.ask_id, user.id, self.consumer)
             await self.endings.finish_messages(rec, verdict.messages, verdict.result, user.id)
+            await self.endings.home_after(rec, user.id)
         elif verdict.verdict == "counted":
             await self.redraw(rec)
+            await self.endings.home_after(rec, user.id)  # its tally changed on the tabs showing it
         elif verdict.verdict == "same":
             pass  # a repeat of the vote already counted changes nothing
         elif verdict.verdict == "late":

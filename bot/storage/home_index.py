@@ -79,20 +79,32 @@ class HomeIndex(StoreBase):
 
     async def home_people(self, tag: str, ask_id: str) -> tuple[list[str], list[str]]:
         """Whose "Waiting for you" and whose "Asked for you" hold the ask, from its own set."""
-        raw = await self.redis.smembers(self.keys.for_ask(tag, ask_id).home)
-        members = sorted(_s(m) for m in raw)
-        return (
-            [m[len(_WAIT) :] for m in members if m.startswith(_WAIT)],
-            [m[len(_ASKED) :] for m in members if m.startswith(_ASKED)],
-        )
+        return (await self._home_people_of([(ask_id, tag)]))[0]
+
+    async def _home_people_of(self, asks: Sequence[tuple[str, str]]) -> list[tuple[list[str], list[str]]]:
+        """``home_people`` of many asks in one round trip."""
+        keys = [self.keys.for_ask(tag, ask_id).home for ask_id, tag in asks]
+        raws = await self._run([lambda pipe, key=key: pipe.smembers(key) for key in keys], confirm=False)  # type: ignore[misc]
+        out: list[tuple[list[str], list[str]]] = []
+        for raw in raws:
+            members = sorted(_s(m) for m in raw)
+            out.append(
+                (
+                    [m[len(_WAIT) :] for m in members if m.startswith(_WAIT)],
+                    [m[len(_ASKED) :] for m in members if m.startswith(_ASKED)],
+                )
+            )
+        return out
 
     async def home_leave(self, asks: Sequence[tuple[str, str]]) -> None:
         """Ended asks leave every index they are in (their own set says whose); those people's tabs
-        are published again. The own set stays (to its TTL): a repeat finds nothing left to take out."""
+        are published again. The own set stays (to its TTL): a repeat finds nothing left to take out.
+        One round trip for asks nobody's tab holds (most: channel asks without responders)."""
+        if not asks:
+            return
         steps: list[Step] = []
         touched: set[str] = set()
-        for ask_id, tag in asks:
-            waiting, asked = await self.home_people(tag, ask_id)
+        for (ask_id, tag), (waiting, asked) in zip(asks, await self._home_people_of(asks), strict=True):
             member = due_member(ask_id, tag)
             keys = [self.keys.home_waiting(u) for u in waiting] + [self.keys.home_asked(u) for u in asked]
             steps.extend(lambda pipe, key=key, m=member: pipe.zrem(key, m) for key in keys)  # type: ignore[misc]
@@ -154,19 +166,22 @@ class HomeIndex(StoreBase):
             confirm=False,
         )
 
-    async def home_answered(self, user: str, tag: str, ask_id: str) -> None:
-        """The ask goes to the front of the person's "Recently answered by you"."""
-        key = self.keys.home_recent(user)
-        member = due_member(ask_id, tag)
-        await self._run(
-            [self._script("home_recent", [key], [member, RECENT_MAX, self._person_ttl_ms()])], confirm=False
-        )
-        await self.home_touch_users([user])
-
-    async def home_touch(self, tag: str, ask_id: str, *also: str) -> None:
-        """Every tab showing the ask (and ``also``'s) is to be published again."""
+    async def home_changed(self, tag: str, ask_id: str, *, answered_by: str | None = None) -> None:
+        """The ask changed (ended, voted on, a step reached): every tab showing it is to be published
+        again; ``answered_by``: the person whose act it was, whose "Recently answered by you" gets it
+        first. Two round trips."""
         waiting, asked = await self.home_people(tag, ask_id)
-        await self.home_touch_users(sorted({*waiting, *asked, *also}))
+        people = sorted({*waiting, *asked, *([answered_by] if answered_by else [])})
+        steps: list[Step] = []
+        if answered_by is not None:
+            key = self.keys.home_recent(answered_by)
+            member = due_member(ask_id, tag)
+            steps.append(self._script("home_recent", [key], [member, RECENT_MAX, self._person_ttl_ms()]))
+        if people:
+            keys = [self.keys.home_opened, self.keys.home_dirty]
+            steps.append(self._script("home_touch", keys, [HOME_COALESCE_MS, *people]))
+        if steps:
+            await self._run(steps, confirm=False)
 
     async def home_touch_users(self, users: Sequence[str], *, delay_ms: int = HOME_COALESCE_MS) -> None:
         """These people's tabs are to be published again (only those who opened it: ``home_touch.lua``)."""
