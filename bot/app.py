@@ -24,6 +24,7 @@ from bot.engine.workflow import WorkflowSteps
 from bot.ids import (
     ACTION_CHOOSE,
     ACTION_DECLINE,
+    ACTION_HOME_PAGE,
     ACTION_NOOP,
     ACTION_OPEN,
     ACTION_OTHER,
@@ -155,6 +156,22 @@ def build_app(
                 await engine.on_reply_confirm(action, value)
             else:
                 await engine.on_reply_change(action, value)
+
+    @app.action(re.compile(rf"^{re.escape(ACTION_HOME_PAGE)}:(next|prev)$"))
+    @track
+    async def home_page(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        action = parse_block_action(body)
+        if action is not None and action.home:
+            await engine.on_home_page(action)
+
+    @app.event("app_home_opened")
+    @track
+    async def home_opened(event: dict[str, Any]) -> None:
+        # The Messages tab opens the same event (tab "messages"): only the Home tab is drawn.
+        user = event.get("user")
+        if event.get("tab", "home") == "home" and isinstance(user, str) and user:
+            await engine.on_home_opened(user)
 
     @app.action(re.compile(rf"^{re.escape(ACTION_NOOP)}"))
     @track

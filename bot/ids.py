@@ -13,6 +13,7 @@ from dataclasses import dataclass
 __all__ = [
     "ACTION_CHOOSE",
     "ACTION_DECLINE",
+    "ACTION_HOME_PAGE",
     "ACTION_NOOP",
     "ACTION_OPEN",
     "ACTION_OTHER",
@@ -46,6 +47,8 @@ ACTION_REPLY_CONFIRM = "slack_ask:reply_confirm"
 """Confirm on the private reading of a typed reply (docs/thread-answers.md); value is a ``Pending``."""
 ACTION_REPLY_CHANGE = "slack_ask:reply_change"
 """Change on that reading: opens the ask's form; value is the same ``Pending``."""
+ACTION_HOME_PAGE = "slack_ask:home_page"
+"""Next / Previous on the Home tab (``:next``, ``:prev``); value is the page to show."""
 ACTION_NOOP = "slack_ask:noop"
 """Elements inside modals that need no server round trip (Slack still sends block_actions for some)."""
 
@@ -130,9 +133,13 @@ class FormMeta:
     ts: str | None = None
     question: int | None = None
     """For the one-question "Other..." modal: the question index."""
+    home: bool = False
+    """Opened from the person's Home tab: the answer is ``via: home`` (protocol section 14)."""
 
     def encode(self) -> str:
         data: dict[str, object] = {"t": self.ref.tag, "a": self.ref.ask_id}
+        if self.home:
+            data["h"] = 1
         if self.channel:
             data["c"] = self.channel
         if self.ts:
@@ -153,4 +160,5 @@ class FormMeta:
             channel=channel if isinstance(channel, str) else None,
             ts=ts if isinstance(ts, str) else None,
             question=question if type(question) is int else None,
+            home=data.get("h") == 1,
         )

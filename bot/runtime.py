@@ -24,6 +24,7 @@ from bot.engine import Engine
 from bot.engine.room import Shared
 from bot.engine.workflow import WorkflowSteps
 from bot.errors import ConfigError, SlackError
+from bot.home_loop import HomeLoop
 from bot.intake import Intake
 from bot.loops import log_failure
 from bot.metrics import METRICS
@@ -98,6 +99,8 @@ class BotRuntime:
         shared = Shared(settings=s, store=self.store, slack=self.slack, consumer=self.engine.consumer)
         self.workflow = WorkflowSteps(shared, step_store)
         self.step_loop = StepLoop(self.workflow, interval_ms=s.sweep_interval_ms)
+        # The Home tab's publisher (docs/home.md); its claims last as long as a timer's.
+        self.home_loop = HomeLoop(self.engine.home, self.store, lease_ms=s.timer_lease_ms)
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         # Bolt's listener tasks at work (Bolt does not await them): stop waits for them before Redis closes.
@@ -160,6 +163,7 @@ class BotRuntime:
             asyncio.create_task(self.intake.run(self._stop), name="intake"),
             asyncio.create_task(self.sweeper.run(self._stop), name="sweeper"),
             asyncio.create_task(self.step_loop.run(self._stop), name="workflow"),
+            asyncio.create_task(self.home_loop.run(self._stop), name="home"),
         ]
 
     def loops(self) -> dict[str, str]:
@@ -173,6 +177,7 @@ class BotRuntime:
             "reclaim": self.intake.reclaim_health,
             "sweeper": self.sweeper.health,
             "workflow": self.step_loop.health,
+            "home": self.home_loop.health,
         }
         out: dict[str, str] = {}
         for name, loop in health.items():

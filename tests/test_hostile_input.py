@@ -110,6 +110,7 @@ async def test_a_non_utf8_entry_left_by_a_dead_replica_does_not_stop_reclaim(har
         "reclaim": "running",
         "sweeper": "running",
         "workflow": "running",
+        "home": "running",
     }
 
 

@@ -28,6 +28,7 @@ PURE = (
     "bot.slack.blockkit_rules",
     "bot.slack.scopes",
     "bot.workflow",
+    "bot.home",
 )
 # Shared by every layer of bot: settings, errors, durations, logging, metrics. They import only
 # contract and libraries, never another part of bot.
@@ -68,6 +69,7 @@ IO_SHELL = (
     "bot.client",
     "bot.integrations",
     "bot.blpop",
+    "bot.home_loop",
 )
 # The agent frameworks (optional extras): each imported only inside its own integration module.
 FRAMEWORKS = {
@@ -202,7 +204,8 @@ def test_the_redis_layer_knows_nothing_of_slack_or_the_engine(module: str) -> No
 
 @pytest.mark.parametrize("module", _in(("bot.engine",)))
 def test_the_engine_is_called_by_the_loops_and_the_app_never_the_other_way(module: str) -> None:
-    assert _offending(module, ("bot.intake", "bot.sweeper", "bot.app", "bot.runtime", "bot.loops")) == []
+    loops = ("bot.intake", "bot.sweeper", "bot.home_loop", "bot.app", "bot.runtime", "bot.loops")
+    assert _offending(module, loops) == []
 
 
 def test_the_layering_check_sees_lazy_relative_and_from_package_imports(tmp_path: Path) -> None:

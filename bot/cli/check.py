@@ -27,6 +27,11 @@ def add_parser(sub: Any) -> None:
         help="a stream entry pending longer than this is reported (default: SLACK_ASK_RECLAIM_IDLE_MS)",
     )
     p.add_argument("--json", action="store_true", help="print exactly one JSON document")
+    p.add_argument(
+        "--fix",
+        action="store_true",
+        help="repair what needs no Slack (the Home tab's index drift: docs/home.md), then report it",
+    )
     p.set_defaults(func=_run)
 
 
@@ -35,7 +40,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 async def _check(redis: Redis, target: RedisTarget, args: argparse.Namespace) -> int:
-    problems = await check_prefix(redis, target.prefix, reclaim_idle_ms=args.reclaim_idle_ms)
+    problems = await check_prefix(redis, target.prefix, reclaim_idle_ms=args.reclaim_idle_ms, fix=args.fix)
     if args.json:
         doc = {"prefix": target.prefix, "ok": not problems, "problems": [p.to_json() for p in problems]}
         print(json.dumps(doc))
@@ -46,4 +51,7 @@ async def _check(redis: Redis, target: RedisTarget, args: argparse.Namespace) ->
             # repr: key names are agents' text, and must not write lines of their own.
             print(f"{problem.kind}: {problem.key!r} {problem.detail}")
         print(f"{len(problems)} broken invariant(s) under {target.prefix}")
+        if args.fix:
+            repaired = sum(1 for p in problems if p.kind in ("stale_home_row", "missing_home_row"))
+            print(f"{repaired} of them repaired (the Home tab's indexes)")
     return EXIT_BROKEN if problems else 0

@@ -16,6 +16,7 @@ from bot.engine.room import Refusal, Room, Shared
 from bot.engine.timers import Timers
 from bot.engine.votes import Votes
 from bot.errors import SlackError
+from bot.home import named_on, waits_for
 from bot.ids import VIEW_DECLINE, AskRef, FormMeta
 from bot.logs import bind_ask_id
 from bot.metrics import METRICS
@@ -114,9 +115,19 @@ class Actions(Room):
             if soon
             else self.may_answer(loaded.record, act.user.id)
         )
-        if allowed is False:
+        if allowed is False or (allowed and act.home and not await act.before(self._named(loaded, act))):
             return self._not_allowed()
         return loaded
+
+    async def _named(self, loaded: LoadedAsk, act: Act) -> bool:
+        """An act from the Home tab (a click, or a form opened there) counts only for a person the ask
+        waits for (docs/home.md): whoever is shown the row. A crafted ``block_actions`` naming an ask
+        that is not on the person's tab is refused, as on a message someone may not answer."""
+        rec, user = loaded.record, act.user.id
+        indexed = await self.store.home_holds(user, rec.tag, rec.ask_id)
+        groups = set(named_on(rec).groups)
+        members = {g: self.slack.cached_members(g) for g in groups}
+        return waits_for(rec, loaded.step, user, members.get, indexed=indexed)
 
     @staticmethod
     def _not_allowed() -> Refusal:
@@ -287,7 +298,9 @@ class Actions(Room):
             await self._refuse(act, Refusal("ended", render.render_refusal("ended")))
             return
         if rec.approval is not None:
-            await self._vote(loaded, act, option, channel=action.channel, ts=action.message_ts, via="button")
+            await self._vote(
+                loaded, act, option, channel=action.channel, ts=action.message_ts, via=_via(action)
+            )
             return
         question = rec.request.questions[0]
         answers = [QuestionAnswer(id=question.id, status="answered", selected=[option])]
@@ -298,7 +311,7 @@ class Actions(Room):
             channel=action.channel,
             ts=action.message_ts,
             event="answered",
-            via="button",
+            via=_via(action),
         )
 
     async def _vote(
@@ -315,6 +328,8 @@ class Actions(Room):
         recorded first if the record lacks it."""
         acted_on = self._acted_on(loaded, channel, ts)
         await act.before(self._learn_acted_on(loaded, acted_on))
+        if acted_on is None and loaded.messages:
+            acted_on = loaded.messages[-1]  # a vote from the Home tab: the result names the ask's message
         await self.votes.vote(loaded, act, option, acted_on=acted_on, via=via)
 
     async def on_decline(self, action: BlockAction) -> None:
@@ -329,12 +344,18 @@ class Actions(Room):
             return
         if action.trigger_id is not None and action.ref is not None:
             ref = AskRef(tag=action.ref.tag, ask_id=action.ref.ask_id)
-            meta = FormMeta(ref=ref, channel=action.channel, ts=action.message_ts)
+            meta = FormMeta(ref=ref, channel=action.channel, ts=action.message_ts, home=action.home)
             await self._open_view(act, action.trigger_id, render.render_decline_modal(loaded.record, meta))
             return
         ending = results.declined(loaded.record, None)
         await self._answer(
-            loaded, ending, act, channel=action.channel, ts=action.message_ts, event="declined", via="button"
+            loaded,
+            ending,
+            act,
+            channel=action.channel,
+            ts=action.message_ts,
+            event="declined",
+            via=_via(action),
         )
 
     async def on_open(self, action: BlockAction, *, other: bool = False) -> None:
@@ -351,10 +372,12 @@ class Actions(Room):
             return
         ref = AskRef(tag=action.ref.tag, ask_id=action.ref.ask_id)
         if other:
-            meta = FormMeta(ref=ref, channel=action.channel, ts=action.message_ts, question=0)
+            meta = FormMeta(
+                ref=ref, channel=action.channel, ts=action.message_ts, question=0, home=action.home
+            )
             view = render.render_other_modal(loaded.record, 0, meta)
         else:
-            meta = FormMeta(ref=ref, channel=action.channel, ts=action.message_ts)
+            meta = FormMeta(ref=ref, channel=action.channel, ts=action.message_ts, home=action.home)
             view = render.render_form_modal(loaded.record, meta)
         await self._open_view(act, action.trigger_id, view)
 
@@ -381,7 +404,8 @@ class Actions(Room):
         meta = sub.meta
         if meta is None:
             return _notice_view("This form is no longer valid."), None
-        act = Act(sub.user, meta.ref, meta.channel, kind="submission")
+        act = Act(sub.user, meta.ref, meta.channel, kind="submission", home=meta.home)
+        via: Via = "home" if meta.home else "form"
         # The ack must reach Slack within 3 s: a slow user-group read is finished after it.
         try:
             loaded = await self._load_for_action(act, soon=True)
@@ -423,15 +447,17 @@ class Actions(Room):
                 vote = selected[0]
 
         async def resolve() -> None:
-            if not await self.may_answer(loaded.record, sub.user.id):
+            if not await self.may_answer(loaded.record, sub.user.id) or (
+                act.home and not await act.before(self._named(loaded, act))
+            ):
                 # Decided again, with retries: the ack may have gone before Slack said who is in a group.
                 await self._refuse(act, self._not_allowed())
                 return
             if vote is not None:
-                await self._vote(loaded, act, vote, channel=meta.channel, ts=meta.ts, via="form")
+                await self._vote(loaded, act, vote, channel=meta.channel, ts=meta.ts, via=via)
             else:
                 await self._answer(
-                    loaded, ending, act, channel=meta.channel, ts=meta.ts, event=event, via="form"
+                    loaded, ending, act, channel=meta.channel, ts=meta.ts, event=event, via=via
                 )
 
         return None, lambda: self.acts.run(act, resolve())
@@ -488,6 +514,11 @@ class Actions(Room):
             for ask_id, tag in await self.store.asks_in_channel(channel):
                 await self.dismiss_message(channel, "", AskRef(tag=tag, ask_id=ask_id), detail=detail)
                 await self.store.untrack_channel(channel, ask_id, tag)
+
+
+def _via(action: BlockAction) -> Via:
+    """Where a click came from (protocol section 14): an ask's message, or the person's Home tab."""
+    return "home" if action.home else "button"
 
 
 def _form_ending(rec: AskRecord, parsed: FormAnswers) -> results.Ending:

@@ -106,10 +106,19 @@ class Act:
     give_up_at: float = 0.0
     counted: Counted | None = None
     """Whether a record shows this act's effect: what settles it when its write went unanswered."""
+    home: bool = False
+    """Made on the person's Home tab (docs/home.md): ``via: home``, told on the tab."""
 
     @classmethod
     def of_click(cls, action: BlockAction, kind: Kind = "click") -> Act:
-        return cls(action.user, action.ref, action.channel, kind=kind, response_url=action.response_url)
+        return cls(
+            action.user,
+            action.ref,
+            action.channel,
+            kind=kind,
+            response_url=action.response_url,
+            home=action.home,
+        )
 
     @property
     def read_budget_s(self) -> float:
@@ -194,6 +203,8 @@ class Acts(Room):
     def __init__(self, shared: Shared, *, endings: Endings) -> None:
         super().__init__(shared)
         self.endings = endings
+        self.notice: Callable[[str, str], Awaitable[None]] | None = None
+        """Tells a person on their Home tab (``bot.engine.home``; wired by the engine)."""
 
     async def look(self, act: Act, ref: AskRef) -> LoadedAsk | None:
         """The ask, read within the act's ``read_budget_s``; its Redis time anchors the act's write."""
@@ -211,6 +222,8 @@ class Acts(Room):
             except SlackError as exc:
                 log.info("could not answer %s through its response_url: %s", act.name, exc)
         if act.channel is None:
+            if act.home and self.notice is not None:
+                await self.notice(act.user.id, text)  # no conversation to be private in: the tab
             return
         try:
             await self.slack.ephemeral(act.channel, act.user.id, text, thread_ts=act.thread_ts)

@@ -8,6 +8,7 @@ from typing import Any
 from bot.config import Settings
 from bot.engine.actions import Actions
 from bot.engine.endings import Endings
+from bot.engine.home import Home
 from bot.engine.intake import Intake
 from bot.engine.replies import Replies
 from bot.engine.room import Shared
@@ -33,7 +34,11 @@ class Engine:
         self.timers = Timers(shared, endings=self.endings)
         self.actions = Actions(shared, endings=self.endings, timers=self.timers)
         self.replies = Replies(shared, actions=self.actions)
-        self.intake = Intake(shared, endings=self.endings, timers=self.timers, actions=self.actions)
+        self.home = Home(shared)
+        self.actions.acts.notice = self.home.notice  # a Home act has no conversation to be told in
+        self.intake = Intake(
+            shared, endings=self.endings, timers=self.timers, actions=self.actions, home=self.home
+        )
         self.lease_ms = self.intake.lease_ms
 
     # ------------------------------------------------------------------ intake
@@ -67,6 +72,14 @@ class Engine:
 
     async def on_reply_change(self, action: BlockAction, value: str | None) -> None:
         await self.replies.on_change(action, value)
+
+    # ------------------------------------------------------------------ the Home tab
+
+    async def on_home_opened(self, user: str) -> None:
+        await self.home.opened(user)
+
+    async def on_home_page(self, action: BlockAction) -> None:
+        await self.home.on_page(action)
 
     # ------------------------------------------------------------------ operators and events
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from bot import render, results
 from bot.engine.acts import Act, ended_with
+from bot.engine.home import quietly
 from bot.engine.room import Room
 from bot.errors import SlackError, SlackPermanentError
 from bot.logs import bind_ask_id
@@ -77,7 +78,14 @@ class Endings(Room):
             await self.finish_messages(
                 rec, verdict.messages, verdict.result, actor.id if actor else None, reason=reason
             )
+            await self.home_after(rec, actor.id if actor is not None else None)
         return verdict
+
+    async def home_after(self, rec: AskRecord, person: str | None) -> None:
+        """The Home tabs showing an ask that just ended or was voted on are published again, and the
+        person who answered or voted has it in "Recently answered by you" (docs/home.md)."""
+        work = self.store.home_changed(rec.tag, rec.ask_id, answered_by=person)
+        await quietly(work, f"publishing the tabs showing {rec.ask_id}")
 
     def log_ending(
         self,

@@ -13,6 +13,7 @@ from bot import render, results
 from bot.asks import Rejection, build_record
 from bot.engine.actions import Actions
 from bot.engine.endings import Endings
+from bot.engine.home import Home, quietly
 from bot.engine.room import LEASE_FACTOR, Room, Shared, lease_deadline
 from bot.engine.timers import Timers
 from bot.errors import NotReplicatedError, SlackBusyError, SlackError
@@ -33,11 +34,14 @@ RECORD_RETRY_S = 1.0
 
 
 class Intake(Room):
-    def __init__(self, shared: Shared, *, endings: Endings, timers: Timers, actions: Actions) -> None:
+    def __init__(
+        self, shared: Shared, *, endings: Endings, timers: Timers, actions: Actions, home: Home
+    ) -> None:
         super().__init__(shared)
         self.endings = endings
         self.timers = timers
         self.actions = actions
+        self.home = home
         self.lease_ms = max(shared.settings.delivery_window_ms * LEASE_FACTOR, 1_000)
 
     async def handle_entry(self, entry: Entry) -> None:
@@ -129,6 +133,12 @@ class Intake(Room):
             # other entries meanwhile (fair across channels) instead of holding a slot and a lease.
             await self.slack.take_post_token(built.route.channel)
             channel_token = True
+        indexed = posts and isinstance(built, AskRecord) and tag == slot_tag(env.reply_to)
+        if indexed:
+            # Before the accept, as channels are tracked before the record: an ask may end at any
+            # moment after it, and only an ending that comes after the index takes its rows out.
+            assert isinstance(built, AskRecord)
+            await quietly(self.home.index(built), f"indexing {env.ask_id} for the Home tab")
         deadline = lease_deadline(self.lease_ms)  # no Slack call of this delivery outlives the lease
         verdict = await self.store.accept(
             rec,
@@ -140,6 +150,9 @@ class Intake(Room):
         )
         # Measured once the grant is back, so it never ends before Redis's own end of the lease.
         lease = Lease(self.consumer, verdict.token, time.monotonic() + self.lease_ms / 1000)
+        if indexed and verdict.verdict in ("refused", "ended"):
+            # Ended before this accept (or never to be): the rows just written have nobody to take them out.
+            await quietly(self.store.home_leave([(env.ask_id, tag)]), f"unindexing {env.ask_id}")
         if verdict.verdict == "refused":
             await self._refused(entry, rec)
             return

@@ -11,6 +11,7 @@ from redis.exceptions import RedisError
 
 from bot import render, results
 from bot.engine.endings import Endings
+from bot.engine.home import quietly
 from bot.engine.room import Room, Shared, lease_deadline
 from bot.errors import SlackBusyError, SlackError
 from bot.logs import bind_ask_id
@@ -239,6 +240,11 @@ class Timers(Room):
             detail=where,
         )
         METRICS.escalations.inc()
+        if outcome == "ok":
+            # A step reached: the people it is to now have the ask waiting on their Home tab.
+            await quietly(
+                self.store.home_changed(rec.tag, rec.ask_id), f"publishing the tabs of {rec.ask_id}"
+            )
         if outcome == "moved":
             # Another sweeper posted this step first (this one outlived its lease after all): advance.lua
             # marked the copy posted here withdrawn (it is not in the record), so it goes rather than

@@ -90,8 +90,10 @@ class Votes(Room):
             METRICS.results.labels(outcome="answered").inc()
             log.info("ask %s ended answered (vote) by %s on replica %s", rec.ask_id, user.id, self.consumer)
             await self.endings.finish_messages(rec, verdict.messages, verdict.result, user.id)
+            await self.endings.home_after(rec, user.id)
         elif verdict.verdict == "counted":
             await self.redraw(rec)
+            await self.endings.home_after(rec, user.id)  # its tally changed on the tabs showing it
         elif verdict.verdict == "same":
             pass  # a repeat of the vote already counted changes nothing
         elif verdict.verdict == "late":

@@ -40,6 +40,7 @@ from aiohttp import web
 
 from bot.playground.errors import FakeSlackError
 from bot.playground.functions import Execution, Functions
+from bot.playground.home import HomeTabs
 from bot.playground.people import BotResponse, People
 from bot.playground.ratelimits import RateLimiter
 from bot.playground.server import Fault, WebApiServer
@@ -63,7 +64,7 @@ __all__ = ["BotResponse", "FakeSlack", "Fault"]
 _T = TypeVar("_T")
 
 
-class FakeSlack(People, Talk, WebApiServer):
+class FakeSlack(People, Talk, HomeTabs, WebApiServer):
     """Slack's Web API, Events API sender and interactive humans, served on loopback."""
 
     def __init__(

@@ -76,6 +76,7 @@ METHOD_LIMITS: Mapping[str, Limit] = {
     "views.open": TIER_4,
     "views.push": TIER_4,
     "views.update": TIER_4,
+    "views.publish": TIER_4,
 }
 """Each Web API method the fake serves, and its limit; docs/slack-limits.md has the sources."""
 

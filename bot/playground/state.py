@@ -388,6 +388,7 @@ class Workspace:
         self.ephemerals: list[Ephemeral] = []
         self.views: dict[str, View] = {}
         self.view_stacks: dict[str, list[str]] = {}
+        self.homes: dict[str, View] = {}  # each user's App Home tab, as views.publish last set it
         # What each user has picked or typed in a message but not sent yet, by draft_key().
         self.drafts: dict[str, dict[str, dict[str, JSON]]] = {}
         self.triggers: dict[str, Trigger] = {}
@@ -559,6 +560,7 @@ class Workspace:
             "ephemerals": [dump(e) for e in self.ephemerals],
             "views": [dump(v) for v in self.views.values()],
             "view_stacks": {user: list(stack) for user, stack in self.view_stacks.items()},
+            "homes": {user: dump(home) for user, home in self.homes.items()},
             "drafts": copy.deepcopy(self.drafts),
             "calls": [dump(c) for c in self.calls],
             "interactions": [dump(i) for i in self.interactions],

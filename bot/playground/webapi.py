@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from bot.playground import payloads
+from bot.playground.home import views_publish
 from bot.playground.state import JSON, Channel, Ephemeral, Message, Trigger, User, View, Workspace
 from bot.slack.blockkit import (
     MESSAGE_MAX_BLOCKS,
@@ -135,6 +136,7 @@ class WebApi:
             "views.open": self.views_open,
             "views.update": self.views_update,
             "views.push": self.views_push,
+            "views.publish": lambda params: views_publish(self.ws, params),
         }
 
     def call(self, method: str, params: JSON) -> JSON:

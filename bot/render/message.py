@@ -41,7 +41,7 @@ from bot.render.tally import approval_about, tally_text
 from bot.slack.blockkit import MESSAGE_MAX_BLOCKS, blocks_text_length, check_message, validate_message
 from contract.envelopes import ResultVote
 
-__all__ = ["render_ask_message"]
+__all__ = ["ask_actions", "render_ask_message"]
 
 
 def render_ask_message(
@@ -129,7 +129,7 @@ def _ask_blocks(
             blocks.append(context_block(" · ".join(meta)))
     if ask.approval is not None:
         blocks.append(section_block(tally_text(ask, votes)))
-    blocks.append(_actions(ask, truncated=cutter.truncated))
+    blocks.append(ask_actions(ask, truncated=cutter.truncated))
     return blocks
 
 
@@ -166,7 +166,8 @@ def _about(ask: AskRecord, *, now_ms: int, step: int, elsewhere: Sequence[str]) 
     return parts
 
 
-def _actions(ask: AskRecord, *, truncated: bool) -> Block:
+def ask_actions(ask: AskRecord, *, truncated: bool) -> Block:
+    """The ask's buttons, the same on its message and on its row of a person's Home tab."""
     ref = AskRef(tag=ask.tag, ask_id=ask.ask_id).encode()
     buttons: list[Block] = []
     if ask.approval is not None and ask.request is not None:

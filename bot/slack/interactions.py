@@ -85,6 +85,12 @@ class _Channel(_P):
     id: str
 
 
+class _ActedView(_P):
+    type: str = ""
+    hash: str | None = None
+    private_metadata: str = ""
+
+
 class _BlockActionBody(_P):
     type: str
     user: SlackUser
@@ -93,6 +99,7 @@ class _BlockActionBody(_P):
     response_url: str | None = None
     container: _Container | None = None
     channel: _Channel | None = None
+    view: _ActedView | None = None
 
 
 class _State(_P):
@@ -130,6 +137,12 @@ class BlockAction:
     trigger_id: str | None
     response_url: str | None = None
     """Where a private answer to this click goes without Redis or a token (30 minutes, 5 uses)."""
+    home: bool = False
+    """Clicked on the person's Home tab (docs/home.md), not on a message: ``via: home``."""
+    view_hash: str | None = None
+    """The Home view's hash as the person saw it (``views.publish`` refuses it once stale)."""
+    value: str | None = None
+    """The element's raw value (the page a Next / Previous button goes to)."""
 
     @property
     def option(self) -> int | None:
@@ -157,6 +170,8 @@ def parse_block_action(body: Mapping[str, Any]) -> BlockAction | None:
     action = parsed.actions[0]
     container = parsed.container
     channel = (container.channel_id if container else None) or (parsed.channel.id if parsed.channel else None)
+    home = container is not None and container.type == "view" and parsed.view is not None
+    home = home and parsed.view is not None and parsed.view.type == "home"
     return BlockAction(
         user=parsed.user,
         action_id=action.action_id,
@@ -165,6 +180,9 @@ def parse_block_action(body: Mapping[str, Any]) -> BlockAction | None:
         message_ts=container.message_ts if container else None,
         trigger_id=parsed.trigger_id,
         response_url=parsed.response_url,
+        home=home,
+        view_hash=parsed.view.hash if home and parsed.view is not None else None,
+        value=action.value,
     )
 
 

@@ -61,6 +61,7 @@ LIMITS: dict[str, Limit] = {
     "usergroups.users.list": TIER_2,
     "users.lookupByEmail": TIER_3,
     "views.open": TIER_4,
+    "views.publish": TIER_4,
 }
 """Calls per minute and burst of each method the bot calls (unknown methods: Tier 3)."""
 

@@ -10,7 +10,9 @@ What must hold (bot/storage/keys.py documents the keys):
 - no timer is left for an ask that ended and whose messages are finished;
 - no stream entry stays pending longer than the reclaim idle time;
 - a ``P:chan`` member is an ask that can still be dismissed (not ended and finished, not gone);
-- an id index entry has its record.
+- an id index entry has its record;
+- a person's Home tab index holds pending asks only, and every person an ask names has its row
+  (bot/storage/home_check.py; ``fix=True`` repairs these).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from bot.storage.home_check import check_home, home_key_type
 from bot.storage.keys import GROUP, Keys, due_member, parse_due_member
 
 __all__ = ["Problem", "check_prefix"]
@@ -33,7 +36,7 @@ _BATCH = 500
 class Problem:
     kind: str
     """``wrong_type``, ``no_ttl``, ``no_timer``, ``stale_timer``, ``stuck_entry``, ``stale_channel_member``,
-    ``index_without_record``."""
+    ``index_without_record``, ``stale_home_row``, ``missing_home_row``."""
     key: str
     detail: str
 
@@ -70,7 +73,7 @@ def _expected_type(keys: Keys, key: str) -> tuple[str, bool] | None:
         return {"ask": "hash", "audit": "list", "cancel": "hash", "step": "hash"}[match.group(1)], True
     if key == keys.step_due:
         return "zset", False
-    return None
+    return home_key_type(keys, key)
 
 
 async def _pipelined(redis: Redis, calls: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
@@ -83,8 +86,11 @@ async def _pipelined(redis: Redis, calls: Sequence[tuple[str, tuple[Any, ...]]])
     return out
 
 
-async def check_prefix(redis: Redis, prefix: str, *, reclaim_idle_ms: int = 60_000) -> list[Problem]:
-    """Every broken invariant under ``prefix`` (an empty list when all hold)."""
+async def check_prefix(
+    redis: Redis, prefix: str, *, reclaim_idle_ms: int = 60_000, fix: bool = False
+) -> list[Problem]:
+    """Every broken invariant under ``prefix`` (an empty list when all hold). ``fix``: the ones that
+    can be repaired without Slack (the Home tab's index drift) are, as they are found."""
     keys = Keys(prefix)
     found = sorted({_s(k) async for k in redis.scan_iter(match=f"{_glob_escape(prefix)}:*", count=1000)})
     problems: list[Problem] = []
@@ -148,6 +154,9 @@ async def check_prefix(redis: Redis, prefix: str, *, reclaim_idle_ms: int = 60_0
                     )
                 elif state == "ended" and done:
                     problems.append(Problem("stale_channel_member", key, f"{member!r}: its ask has ended"))
+
+    # The Home tab's indexes (in other slots than the asks: drift a crash can leave).
+    problems += await check_home(redis, keys, found, state_of, fix=fix)
 
     # The id index.
     head = keys.index("")

@@ -13,6 +13,18 @@ Shared keys (one per deployment):
                                in its own slot on Cluster (no braces), gone when the bucket is full
 =====================  ======  ===================================================================
 
+The App Home tab (docs/home.md), per person, each key in its own slot (so never written atomically
+with an ask: rows are checked against the ask's record when drawn, and ``slack-ask check`` repairs):
+
+========================  ======  ================================================================
+``P:home:wait:<user>``    zset    ``"<ask_id> <tag>"`` of pending asks naming the person, by deadline
+``P:home:asked:<user>``   zset    ... of pending asks whose ``requester.user`` is the person
+``P:home:recent:<user>``  list    ... of the last 10 asks the person answered or voted on, newest first
+``P:home:view:<user>``    hash    the last published view's ``hash`` and the page shown
+``P:{home}:opened``       zset    people who opened the tab, by when (only they are published to)
+``P:{home}:dirty``        zset    people whose tab is to be published again, by when (lease-claimed)
+========================  ======  ================================================================
+
 Per-ask keys, all in the hash slot of the ask's ``reply_to`` (protocol section 1), so one Lua
 script can change the ask's state and push its result atomically, on Redis Cluster too:
 
@@ -20,6 +32,7 @@ script can change the ask's state and push its result atomically, on Redis Clust
 ``P:{tag}:ask:<ask_id>``        hash    record, state, messages, withdrawn copies, votes, result, reason
 ``P:{tag}:audit:<ask_id>``      list    audit trail (JSON entries, capped)
 ``P:{tag}:cancel:<ask_id>``     hash    cancels that arrived before their ask: reply_to -> reason
+``P:{tag}:home:<ask_id>``       set     the people whose ``P:home:wait`` holds the ask (kept first)
 ``reply_to``                    list    the agent's reply list (named by the agent)
 ==============================  ======  ===========================================================
 
@@ -112,6 +125,7 @@ class AskKeys:
     ask: str
     audit: str
     cancel: str
+    home: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,4 +190,31 @@ class Keys:
             ask=f"{base}:ask:{ask_id}",
             audit=f"{base}:audit:{ask_id}",
             cancel=f"{base}:cancel:{ask_id}",
+            home=f"{base}:home:{ask_id}",
         )
+
+    # -- the App Home tab (bot/storage/home_index.py) --------------------------------------
+
+    def _person(self, kind: str, user: str) -> str:
+        # Braces would pull the key into another key's slot; an e-mail requester could hold some.
+        return f"{self.prefix}:home:{kind}:{user.replace('{', '(').replace('}', ')')}"
+
+    def home_waiting(self, user: str) -> str:
+        return self._person("wait", user)
+
+    def home_asked(self, user: str) -> str:
+        return self._person("asked", user)
+
+    def home_recent(self, user: str) -> str:
+        return self._person("recent", user)
+
+    def home_view(self, user: str) -> str:
+        return self._person("view", user)
+
+    @property
+    def home_opened(self) -> str:
+        return f"{self.prefix}:{{home}}:opened"
+
+    @property
+    def home_dirty(self) -> str:
+        return f"{self.prefix}:{{home}}:dirty"

@@ -15,6 +15,7 @@ from bot.errors import NotReplicatedError, StoreError
 from bot.model import AskRecord, PostedMessage
 from bot.results import parse_result
 from bot.storage.base import Step
+from bot.storage.home_index import HomeIndex
 from bot.storage.keys import AUDIT_MAX, AskKeys, due_member, parse_due_member
 from bot.storage.records import (
     AcceptVerdict,
@@ -54,7 +55,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class Store(TimerStore):
+class Store(TimerStore, HomeIndex):
     """Redis access for one deployment (key prefix): the intake stream (:class:`IntakeStream`), the
     timers (:class:`TimerStore`), ask records, results and the operators' reads."""
 
@@ -416,6 +417,7 @@ class Store(TimerStore):
         # finalize leaves again); the clean-up timer goes only once the messages are marked done,
         # so a death in between leaves a timer too many (harmless), never one too few.
         await self._leave_channels([(ask_id, tag) for ask_id, tag, _ in asks])
+        await self.home_leave([(ask_id, tag) for ask_id, tag, _ in asks])  # and the people's Home tabs
         replies = await self._run(
             [
                 self._script("finalize", [self.ask_keys(tag, ask_id).ask], [updated])
