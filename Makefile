@@ -49,6 +49,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench_bot
 	$(BIN)/python -m benchmarks.bench_sweeper
 	$(BIN)/python -m benchmarks.bench_fairness
+	$(BIN)/python -m benchmarks.bench_home
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

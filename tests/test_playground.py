@@ -568,7 +568,12 @@ async def test_a_person_opens_their_home_tab_in_the_page_and_answers_from_it(
     choose = button(home["view"], "slack_ask:choose:0")
     answer = await page.post(
         "ui/home_click",
-        {"user": "U0CAROL", "action_id": choose["action_id"], "block_id": choose["block_id"], "value": choose["value"]},
+        {
+            "user": "U0CAROL",
+            "action_id": choose["action_id"],
+            "block_id": choose["block_id"],
+            "value": choose["value"],
+        },
     )
     assert answer["ok"] and answer["status"] == 200
     result = await page.result(sent["ask_id"])
