@@ -1,5 +1,5 @@
 """``python -m benchmarks [--sizes 10000,100000,1000000]``: every benchmark in turn, as ``make bench``
-runs them (issue 22's per-ask table, its scale table, timers, fairness). Copy ``benchmarks/`` into an
+runs them (issue 22's per-ask table, its scale table, timers, fairness, the Home tab). Copy ``benchmarks/`` into an
 older checkout and run the same command there to measure that version (docs/performance.md)."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ def main() -> int:
         ("bench_scale", ["--sizes", args.sizes]),
         ("bench_sweeper", []),
         ("bench_fairness", []),
+        ("bench_home", []),
     ]
     failed = []
     began = time.monotonic()

@@ -549,3 +549,38 @@ async def test_a_reply_typed_in_the_page_answers_the_ask_in_its_thread(page: Pag
     )
     result = await page.result(sent["ask_id"])
     assert result["outcome"] == "answered" and result["via"] == "thread"
+
+
+async def test_a_person_opens_their_home_tab_in_the_page_and_answers_from_it(
+    page: PageClient, playground: Playground
+) -> None:
+    sent = await page.ask(ONE_CLICK, responders=["U0CAROL"])
+    await page.posted()
+
+    async def home_of(user: str, shows: str) -> dict[str, Any] | None:
+        state = await page.get("ui/state")
+        home = state["homes"].get(user)
+        return home if home is not None and shows in json.dumps(home["view"]) else None
+
+    opened = await page.post("ui/home_open", {"user": "U0CAROL"})
+    assert opened["ok"] and opened["status"] == 200
+    home = await eventually(lambda: home_of("U0CAROL", "Ship it?"), "carol's Home tab listing the ask")
+    choose = button(home["view"], "slack_ask:choose:0")
+    answer = await page.post(
+        "ui/home_click",
+        {
+            "user": "U0CAROL",
+            "action_id": choose["action_id"],
+            "block_id": choose["block_id"],
+            "value": choose["value"],
+        },
+    )
+    assert answer["ok"] and answer["status"] == 200
+    result = await page.result(sent["ask_id"])
+    assert result["outcome"] == "answered" and result["responder"]["id"] == "U0CAROL"
+    assert result["via"] == "home"
+    # The row goes; someone not named is never shown the ask on a tab of theirs.
+    await eventually(lambda: home_of("U0CAROL", "Nothing is waiting"), "carol's emptied Home tab")
+    await page.post("ui/home_open", {"user": "U0ALICE"})
+    alice = await eventually(lambda: home_of("U0ALICE", "Nothing is waiting"), "alice's Home tab")
+    assert "Ship it?" not in json.dumps(alice["view"])

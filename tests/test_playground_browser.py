@@ -326,6 +326,39 @@ async def test_someone_not_allowed_is_told_privately_then_the_allowed_person_ans
     assert result["answers"] == [{"id": "hotfix", "status": "answered", "selected": [0]}]
 
 
+async def test_the_home_tab_lists_only_the_asks_for_the_person_acting_and_answers_from_there(
+    page: Page, playground: Playground
+) -> None:
+    form = page.locator("#ask-form")
+    await form.get_by_role("button", name="One click").click()
+    await form.get_by_label("Who may answer").select_option("U0BOB")
+    await form.get_by_role("button", name="Send ask").click()
+    confirmation = form.locator("#ask-ok", has_text="Sent")
+    await confirmation.wait_for()
+    ask_id = (await confirmation.inner_text()).split()[1].rstrip(";")
+    await message(page, "Ship hotfix 1.4.3 now?").wait_for()
+
+    # Alice opens her Home tab: the ask is for bob only, so she is told what the tab is for.
+    home_link = page.locator("#app-list button")
+    await home_link.click()
+    home = page.locator("#messages li.msg.home")
+    await home.get_by_text("Nothing is waiting").wait_for()
+    assert "Ship hotfix" not in await home.inner_text()
+
+    # Bob's tab lists it, with its buttons; a click there answers it, via the Home tab.
+    await page.get_by_label("Acting as").select_option("U0BOB")
+    await home.get_by_text("Ship hotfix 1.4.3 now?").wait_for()
+    await page.screenshot(path=shot("home-tab"))
+    await home.get_by_role("button", name="Ship it").click()
+    card = page.locator(f'.result[data-ask-id="{ask_id}"]')
+    await card.wait_for()
+    await home.get_by_text("Nothing is waiting").wait_for()
+
+    [result] = await results_on_queue(playground)
+    assert result["ask_id"] == ask_id and result["outcome"] == "answered"
+    assert result["responder"] == {"id": "U0BOB", "name": "bob"} and result["via"] == "home"
+
+
 async def test_a_bad_ask_in_the_form_is_explained_and_not_sent(page: Page, playground: Playground) -> None:
     form = page.locator("#ask-form")
     await form.get_by_label("Ask as JSON").fill('{"questions": [')

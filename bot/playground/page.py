@@ -14,6 +14,8 @@ and every person's action it reports comes back here and goes through the fake's
     POST /ui/close           a person closes their top modal      {user, view_id}
     POST /ui/delete          an admin deletes a message           {channel, ts}
     POST /ui/ask             send an ask envelope (or a bare request) onto the stream
+    POST /ui/home_open       a person opens the bot's Home tab (Slack sends `app_home_opened`) {user}
+    POST /ui/home_click      a person acts on an element of their Home tab {user, action_id, ...}
 
 POSTs must be `application/json` and same-origin: a page on another site cannot make a browser send
 either without a CORS preflight this server never answers, so it cannot act in the playground.
@@ -222,6 +224,8 @@ class PlaygroundPage:
                 web.post("/ui/reply", self._reply),
                 web.post("/ui/ask", self._ask),
                 web.post("/ui/step", self._step),
+                web.post("/ui/home_open", self._home_open),
+                web.post("/ui/home_click", self._home_click),
             ]
         )
 
@@ -314,6 +318,8 @@ class PlaygroundPage:
                 if v.is_open
             ],
             "view_stacks": {user: list(stack) for user, stack in ws.view_stacks.items()},
+            # Each person's Home tab as the bot last published it (views.publish), shown to that person only.
+            "homes": {user: {"id": v.id, "hash": v.hash, "view": v.view} for user, v in ws.homes.items()},
             "activity": self._activity(),
         }
 
@@ -360,6 +366,20 @@ class PlaygroundPage:
             _required(body, "ts"),
             _required(body, "action_id"),
             **_element_kwargs(body),
+        )
+        return _bot_answer(response)
+
+    async def _home_open(self, request: web.Request) -> web.StreamResponse:
+        body = await self._body(request)
+        return _bot_answer(await self.fake.open_home(_required(body, "user")))
+
+    async def _home_click(self, request: web.Request) -> web.StreamResponse:
+        body = await self._body(request)
+        response = await self.fake.click_in_home(
+            _required(body, "user"),
+            _required(body, "action_id"),
+            value=_optional(body, "value"),
+            block_id=_optional(body, "block_id"),
         )
         return _bot_answer(response)
 

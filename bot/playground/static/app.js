@@ -630,6 +630,7 @@
       body.view_id = surface.viewId;
       return send("/ui/view_action", body);
     }
+    if (surface.kind === "home") return send("/ui/home_click", body);
     body.channel = surface.channel;
     body.ts = surface.ts;
     return send("/ui/click", body);
@@ -888,6 +889,7 @@
     const keep = document.activeElement?.dataset?.channel;
     $("channel-list").replaceChildren(...channels.filter((c) => !c.is_im).map(build));
     $("dm-list").replaceChildren(...channels.filter((c) => c.is_im).map(build));
+    renderHomeLink();
     if (!channels.some((c) => c.is_im)) $("dm-list").appendChild(h("li", { class: "conv-empty" }, "None yet"));
     if (keep) document.querySelector(`[data-channel="${CSS.escape(keep)}"]`)?.focus();
   }
@@ -922,6 +924,49 @@
     return svg("0 0 16 16",
       ["path", { d: "M1 8s2.5-5 7-5 7 5 7 5-2.5 5-7 5-7-5-7-5z", fill: "none", stroke: "currentColor", "stroke-width": "1.4" }],
       ["circle", { cx: "8", cy: "8", r: "2", fill: "currentColor" }]);
+  }
+
+  // The bot's App Home tab: opening it is what makes Slack send `app_home_opened`, and the bot
+  // publishes this person's view (views.publish); the page shows the view as last published.
+  const HOME = "@home";
+
+  function selectHome() {
+    S.channel = HOME;
+    history.replaceState(null, "", "#home");
+    renderAll();
+    openHome();
+  }
+
+  function openHome() {
+    send("/ui/home_open", { user: S.me });
+  }
+
+  function renderHomeLink() {
+    const current = S.channel === HOME;
+    const home = S.state?.homes?.[S.me];
+    const button = h("button", {
+      type: "button",
+      class: `conv${current ? " current" : ""}`,
+      "aria-current": current ? "page" : null,
+      "data-channel": HOME,
+      onclick: selectHome,
+    }, h("span", { "aria-hidden": "true", class: "conv-prefix" }, "⌂"), `${S.state.bot.name} · Home`,
+    home ? null : h("span", { class: "conv-note" }, " not opened"));
+    $("app-list").replaceChildren(h("li", {}, button));
+  }
+
+  function renderHome() {
+    const list = $("messages");
+    const home = S.state?.homes?.[S.me];
+    const sig = JSON.stringify([S.me, home ? home.hash : null]);
+    $("messages-empty").hidden = true;
+    if (list.dataset.home === sig) return;
+    list.dataset.home = sig;
+    const surface = { kind: "home", key: `home:${S.me}`, values: {} };
+    const body = home
+      ? h("div", { class: "msg-blocks home-view" }, renderBlocks(home.view.blocks, surface))
+      : h("p", { class: "empty" }, `${S.state.bot.name} has not published a Home tab for you yet: it does when you open the tab.`);
+    list.replaceChildren(h("li", { class: "msg home", "data-key": `home:${S.me}` }, body));
   }
 
   function selectChannel(id) {
@@ -1051,6 +1096,8 @@
 
   function renderMessages() {
     const list = $("messages");
+    if (S.channel === HOME) return renderHome();
+    delete list.dataset.home;
     const scroller = $("messages-scroll");
     const atBottom = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 60;
     const items = S.channel ? conversationItems(S.channel) : [];
@@ -1080,6 +1127,12 @@
   }
 
   function renderConversationHeader() {
+    if (S.channel === HOME) {
+      $("conversation-title").replaceChildren(`${S.state.bot.name} · Home`);
+      $("conversation-topic").textContent = `The app's Home tab of ${displayName(S.me)}: the asks waiting for them, asked for them, and answered by them lately.`;
+      document.title = `${S.state.bot.name} Home · slack-ask playground`;
+      return;
+    }
     const channel = (S.state?.channels || []).find((c) => c.id === S.channel);
     if (!channel) return;
     $("conversation-title").replaceChildren(
@@ -1147,7 +1200,7 @@
 
   function renderAll() {
     if (!S.state) return;
-    if (!visibleChannels().some((c) => c.id === S.channel)) S.channel = S.state.default_channel;
+    if (S.channel !== HOME && !visibleChannels().some((c) => c.id === S.channel)) S.channel = S.state.default_channel;
     S.lastSeen[S.channel] = Math.max(S.lastSeen[S.channel] || 0, latestTs(S.channel));
     renderUsers();
     renderChannels();
@@ -1353,7 +1406,8 @@
     const wanted = params.get("as") || localStorage.getItem("slack-ask-playground:as");
     S.me = ids.includes(wanted) ? wanted : ids[0];
     const hash = decodeURIComponent(location.hash.slice(1));
-    S.channel = (S.state.channels.some((c) => c.id === hash) && hash) || S.state.default_channel;
+    S.channel = hash === "home" ? HOME : (S.state.channels.some((c) => c.id === hash) && hash) || S.state.default_channel;
+    if (S.channel === HOME) openHome();
     // Everything already there counts as read; only what arrives later is marked new.
     for (const c of S.state.channels) S.lastSeen[c.id] = latestTs(c.id);
   }
@@ -1364,6 +1418,7 @@
       localStorage.setItem("slack-ask-playground:as", S.me);
       S.modalKey = null;
       renderAll();
+      if (S.channel === HOME) openHome();
     });
     $("ask-form").addEventListener("submit", sendAsk);
     for (const button of document.querySelectorAll("[data-example]")) {
