@@ -158,10 +158,13 @@ async def main(n: int) -> None:
                 break
             assert time.monotonic() < deadline, f"asks not all taken: {states}"
             await asyncio.sleep(0.1)
-        await asyncio.sleep(lease_ms / 1000 / 2)  # A's deliveries in flight for half a lease more
+        # A's posts in flight for 3 s more (the same on every version: under the HTTP client's 15 s
+        # timeout, so no ask A holds has ended before the kill)
+        await asyncio.sleep(3)
         os.killpg(a.pid, signal.SIGKILL)
         killed = time.time()
         arrived: dict[str, float] = {}
+        outcomes: dict[str, str] = {}
         clicked: set[str] = set()
 
         async def clicker() -> None:
@@ -179,10 +182,16 @@ async def main(n: int) -> None:
         while len(arrived) < n and time.monotonic() < stop_at:
             got = await agent.blpop([reply_to], timeout=5)
             if got is not None:
-                arrived.setdefault(json.loads(got[1])["ask_id"], time.time())
+                result = json.loads(got[1])
+                arrived.setdefault(result["ask_id"], time.time())
+                outcomes[result["ask_id"]] = result["outcome"]
         clicks.cancel()
         times = [arrived[i] - killed for i in held if i in arrived]
-        print(f"asks held by the killed replica: {len(held)} of {n}; their results: {len(times)}")
+        answered = sum(outcomes.get(i) == "answered" for i in held)
+        print(
+            f"asks held by the killed replica: {len(held)} of {n}; their results: {len(times)} "
+            f"({answered} answered)"
+        )
         if times:
             print(
                 f"kill -> result: p50 {pct(times, 50):6.1f} s   p99 {pct(times, 99):6.1f} s   "
