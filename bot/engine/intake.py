@@ -11,7 +11,7 @@ from redis.exceptions import RedisError
 
 from bot import render, results
 from bot.asks import Rejection, build_record
-from bot.engine.actions import Actions
+from bot.engine.actions import LEARN_AFTER_S, Actions
 from bot.engine.endings import Endings
 from bot.engine.leases import HeldLease, LeaseKeeper
 from bot.engine.room import Room, Shared
@@ -192,6 +192,12 @@ class Intake(Room):
         held = HeldLease(lease, rec.tag, rec.ask_id, asked=asked, answered=answered, lease_ms=self.lease_ms)
         with self.leases.hold(held):  # renewed while the delivery is in flight, never after
             await self._deliver(rec, entry, held, channel_token=channel_token)
+        if held.cut:
+            # A post cut by its lease's end (renewals failed: Redis away, a pause) may have reached
+            # Slack. Handled again at once by this replica (its own lease, its own pending entries
+            # read again), it would be posted twice; held back until the lease is over in Redis and
+            # Slack's event for a copy that landed has been learned, the takeover adopts that copy.
+            await asyncio.sleep(max(held.until - time.monotonic(), 0.0) + LEARN_AFTER_S + 1.0)
 
     async def _end_leased(
         self, rec: AskRecord, ending: results.Ending, entry: Entry, lease: Lease, *, event: str, detail: str
@@ -490,6 +496,7 @@ class Intake(Room):
                 # The lease ran out under the call (this process was frozen in it, say): the entry may
                 # be another replica's by now, and stays pending for whoever holds it.
                 log.warning("lease %s on %s ran out in a Slack call: handed back", lease, rec.ask_id)
+                held.cut = True
                 return False
             # Waiting out Slack's rate limit is no failed delivery either: the count goes back, and
             # the next reclaim comes as the lease ends (SLACK_ASK_MAX_DELIVERIES counts failures only).

@@ -47,6 +47,7 @@ class HeldLease:
         "_cuts",
         "ask_id",
         "asked",
+        "cut",
         "deadline",
         "last",
         "lease",
@@ -66,6 +67,7 @@ class HeldLease:
         self.deadline = asked + self.lease_s * (1 - LEASE_MARGIN)
         self.until = answered + self.lease_s
         self.lost = ""
+        self.cut = False  # a Slack call was cut by the lease's end (it may have landed)
         self.last = float("inf")  # not renewed after this (LeaseKeeper.longest_s)
         self.renewing = False
         self._cuts: set[asyncio.Timeout] = set()
