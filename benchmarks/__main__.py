@@ -1,6 +1,7 @@
 """``python -m benchmarks [--sizes 10000,100000,1000000]``: every benchmark in turn, as ``make bench``
-runs them (issue 22's per-ask table, its scale table, timers, fairness, the Home tab). Copy ``benchmarks/`` into an
-older checkout and run the same command there to measure that version (docs/performance.md)."""
+runs them (issue 22's per-ask table, its scale table, timers, fairness, the Home tab). Copy
+``benchmarks/`` into an older checkout and run the same command there to measure that version
+(docs/performance.md)."""
 
 from __future__ import annotations
 

@@ -133,7 +133,10 @@ class Settings(BaseSettings):
     min_remind_ms: int = Field(default=60_000, ge=0, validation_alias="SLACK_ASK_MIN_REMIND_MS")
     open_security_asks: bool = Field(default=False, validation_alias="SLACK_ASK_OPEN_SECURITY_ASKS")
     delivery_window_ms: int = Field(default=60_000, ge=0, validation_alias="SLACK_ASK_DELIVERY_WINDOW_MS")
-    reclaim_idle_ms: int = Field(default=60_000, ge=100, validation_alias="SLACK_ASK_RECLAIM_IDLE_MS")
+    # Intake leases are short and renewed while a delivery is in flight (bot.engine.leases), so a dead
+    # replica's ask is taken over within seconds; reclaim looks for abandoned entries at that pace.
+    intake_lease_ms: int = Field(default=6_000, ge=300, validation_alias="SLACK_ASK_INTAKE_LEASE_MS")
+    reclaim_idle_ms: int = Field(default=4_000, ge=100, validation_alias="SLACK_ASK_RECLAIM_IDLE_MS")
     sweep_interval_ms: int = Field(default=200, ge=10, validation_alias="SLACK_ASK_SWEEP_INTERVAL_MS")
     timer_lease_ms: int = Field(default=30_000, ge=100, validation_alias="SLACK_ASK_TIMER_LEASE_MS")
     max_deliveries: int = Field(default=5, ge=1, validation_alias="SLACK_ASK_MAX_DELIVERIES")
@@ -192,6 +195,12 @@ class Settings(BaseSettings):
         if (problem := url_problem(value.get_secret_value())) is not None:
             raise ValueError(problem)
         return value
+
+    @property
+    def intake_lease(self) -> int:
+        """The intake lease in ms: ``intake_lease_ms``, at most twice the delivery window (the lease
+        a delivery had before renewals; a short window, as in tests, keeps its short lease)."""
+        return min(self.intake_lease_ms, max(self.delivery_window_ms * 2, 1_000))
 
     @property
     def defaults(self) -> Defaults:

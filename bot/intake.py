@@ -180,6 +180,7 @@ class Intake:
         self._waiting.clear()
         for task in self._tasks:
             task.cancel()
+        self.engine.intake.leases.close()
 
     async def run(self, stop: asyncio.Event) -> None:
         self.reclaimer = asyncio.create_task(self._reclaim_loop(stop), name="reclaim")
@@ -221,15 +222,17 @@ class Intake:
             self._waiting.clear()
             if self._tasks:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
+            self.engine.intake.leases.close()
 
     async def _reclaim_loop(self, stop: asyncio.Event) -> None:
         interval = max(self.reclaim_idle_ms / 2000, 0.05)
         while not stop.is_set():
             await sleep_or_stop(stop, interval)
             try:
-                # Entries parked for a busy channel are still this replica's: they must not look idle.
+                # Entries parked for a busy channel, or in a slow delivery (its lease renewed), are
+                # still this replica's: they must not look idle (one XCLAIM JUSTID for all of them).
                 await self.store.touch(
-                    self.consumer, self.waiting(), min_idle_ms=max(self.reclaim_idle_ms // 4, 1)
+                    self.consumer, sorted(self._in_flight), min_idle_ms=max(self.reclaim_idle_ms // 4, 1)
                 )
                 # Not the entries this replica is handling now: claiming them would count a delivery.
                 entries = await self.store.reclaim(

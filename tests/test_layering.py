@@ -57,6 +57,7 @@ IO_LIBRARIES = (
 IO_SHELL = (
     "bot.storage",
     "bot.slack.gateway",
+    "bot.slack.deadline",
     "bot.slack.edge",
     "bot.slack.pacing",
     "bot.engine",

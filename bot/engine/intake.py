@@ -11,10 +11,11 @@ from redis.exceptions import RedisError
 
 from bot import render, results
 from bot.asks import Rejection, build_record
-from bot.engine.actions import Actions
+from bot.engine.actions import LEARN_AFTER_S, Actions
 from bot.engine.endings import Endings
 from bot.engine.home import Home, quietly
-from bot.engine.room import LEASE_FACTOR, Room, Shared, lease_deadline
+from bot.engine.leases import HeldLease, LeaseKeeper
+from bot.engine.room import Room, Shared
 from bot.engine.timers import Timers
 from bot.errors import NotReplicatedError, SlackBusyError, SlackError
 from bot.logs import bind_ask_id
@@ -42,7 +43,11 @@ class Intake(Room):
         self.timers = timers
         self.actions = actions
         self.home = home
-        self.lease_ms = max(shared.settings.delivery_window_ms * LEASE_FACTOR, 1_000)
+        self.lease_ms = shared.settings.intake_lease
+        # A delivery is renewed for at most what its lease was before renewals (twice the window).
+        self.leases = LeaseKeeper(
+            shared.store, self.lease_ms, longest_ms=max(2 * shared.settings.delivery_window_ms, self.lease_ms)
+        )
 
     async def handle_entry(self, entry: Entry) -> None:
         """Handle one intake entry; never raises for bad input (it ends up on a queue instead)."""
@@ -139,7 +144,7 @@ class Intake(Room):
             # moment after it, and only an ending that comes after the index takes its rows out.
             assert isinstance(built, AskRecord)
             await quietly(self.home.index(built), f"indexing {env.ask_id} for the Home tab")
-        deadline = lease_deadline(self.lease_ms)  # no Slack call of this delivery outlives the lease
+        asked = time.monotonic()  # no Slack call of this delivery outlives the lease (HeldLease)
         verdict = await self.store.accept(
             rec,
             consumer=self.consumer,
@@ -149,7 +154,8 @@ class Intake(Room):
             schedule_at_ms=schedule,
         )
         # Measured once the grant is back, so it never ends before Redis's own end of the lease.
-        lease = Lease(self.consumer, verdict.token, time.monotonic() + self.lease_ms / 1000)
+        answered = time.monotonic()
+        lease = Lease(self.consumer, verdict.token, answered + self.lease_ms / 1000)
         if indexed and verdict.verdict in ("refused", "ended"):
             # Ended before this accept (or never to be): the rows just written have nobody to take them out.
             await quietly(self.store.home_leave([(env.ask_id, tag)]), f"unindexing {env.ask_id}")
@@ -197,7 +203,15 @@ class Intake(Room):
                 rec, results.timed_out(rec), entry, lease, event="timeout", detail=verdict.detail
             )
             return
-        await self._deliver(rec, entry, lease, deadline=deadline, channel_token=channel_token)
+        held = HeldLease(lease, rec.tag, rec.ask_id, asked=asked, answered=answered, lease_ms=self.lease_ms)
+        with self.leases.hold(held):  # renewed while the delivery is in flight, never after
+            await self._deliver(rec, entry, held, channel_token=channel_token)
+        if held.cut:
+            # A post cut by its lease's end (renewals failed: Redis away, a pause) may have reached
+            # Slack. Handled again at once by this replica (its own lease, its own pending entries
+            # read again), it would be posted twice; held back until the lease is over in Redis and
+            # Slack's event for a copy that landed has been learned, the takeover adopts that copy.
+            await asyncio.sleep(max(held.until - time.monotonic(), 0.0) + LEARN_AFTER_S + 1.0)
 
     async def _end_leased(
         self, rec: AskRecord, ending: results.Ending, entry: Entry, lease: Lease, *, event: str, detail: str
@@ -328,7 +342,7 @@ class Intake(Room):
         await self.store.ack(entry.id)
 
     async def _record_post(
-        self, rec: AskRecord, posted: PostedMessage, entry: Entry, lease: Lease
+        self, rec: AskRecord, posted: PostedMessage, entry: Entry, held: HeldLease
     ) -> str | None:
         """Record the message just posted, retrying through a Redis blip: a live message the ask does
         not know would keep its buttons after the end. Retrying is safe (posted.lua records a message
@@ -348,15 +362,16 @@ class Intake(Room):
         refused by fencing): a record refused as stale, or cut by the lease's end and not found in
         the record after it, is "stale", and the post is withdrawn (``_withdraw_stale``)."""
         loop = asyncio.get_running_loop()
+        lease = held.lease
         delay = 0.05
         withdraw_at = loop.time() + RECORD_RETRY_S
-        deadline = lease.until
+        extended = 0.0
         # posted.lua ran on the master (only replicas' confirmation is missing): nothing for fencing to
         # refuse, so the record may be retried for a whole lease from here, as before fencing.
         replicated_by = loop.time() + self.lease_ms / 1000
         while True:
             try:
-                async with asyncio.timeout(max(deadline - loop.time(), 0.0)):
+                async with asyncio.timeout(max(max(held.until, extended) - loop.time(), 0.0)):
                     state = await self.store.posted(
                         rec.tag,
                         rec.ask_id,
@@ -372,7 +387,7 @@ class Intake(Room):
             except NotReplicatedError as exc:
                 failure: RedisError = exc
                 state = ""
-                deadline = max(deadline, replicated_by)
+                extended = replicated_by
             except RedisError as exc:
                 failure = exc
                 state = ""
@@ -387,7 +402,7 @@ class Intake(Room):
                     )
                     return None
             if not state:
-                if loop.time() + delay <= deadline:
+                if loop.time() + delay <= max(held.until, extended):
                     log.warning(
                         "could not record message %s of %s yet (%s); retrying", posted.ts, rec.ask_id, failure
                     )
@@ -453,28 +468,28 @@ class Intake(Room):
         )
 
     async def _deliver(
-        self, rec: AskRecord, entry: Entry, lease: Lease, *, deadline: float, channel_token: bool = False
+        self, rec: AskRecord, entry: Entry, held: HeldLease, *, channel_token: bool = False
     ) -> None:
         # A post withdrawn while Redis was away is made again once Redis answers (within the lease).
-        while await self._deliver_once(rec, entry, lease, deadline=deadline, channel_token=channel_token):
+        while await self._deliver_once(rec, entry, held, channel_token=channel_token):
             while True:
                 try:
                     await self.store.server_time_ms()
                     break
                 except RedisError:
-                    if time.monotonic() > deadline:
+                    if time.monotonic() > held.deadline:
                         raise
                     await asyncio.sleep(0.2)
 
     async def _deliver_once(
-        self, rec: AskRecord, entry: Entry, lease: Lease, *, deadline: float, channel_token: bool = False
+        self, rec: AskRecord, entry: Entry, held: HeldLease, *, channel_token: bool = False
     ) -> bool:
         """One post and its record; True when the post was withdrawn (Redis away) and must be made again."""
         assert rec.route is not None
-        route = rec.route
+        route, lease = rec.route, held.lease
         try:
             target = await self.slack.target_for(
-                channel=route.channel, user=route.user, thread_ts=route.thread_ts, deadline=deadline
+                channel=route.channel, user=route.user, thread_ts=route.thread_ts, deadline=held
             )
             # Display only ("due in 5 min"); every decision uses Redis time.
             message = render.render_ask_message(rec, now_ms=int(time.time() * 1000))
@@ -482,7 +497,7 @@ class Intake(Room):
                 target,
                 text=message.text,
                 blocks=message.blocks,
-                deadline=deadline,
+                deadline=held,
                 channel_token=channel_token and target.channel == route.channel,
             )
         except SlackBusyError as exc:
@@ -490,11 +505,12 @@ class Intake(Room):
             # stays pending and is delivered again once the lease is over (429s are never counted
             # as Slack being unavailable; the lease bounds the wait, so no ask is posted twice).
             log.info("delivery of %s waits for its lease to end: %s", rec.ask_id, exc)
-            left_ms = int((deadline - time.monotonic()) * 1000)
-            if left_ms <= 0:
+            left_ms = int((held.deadline - time.monotonic()) * 1000)
+            if left_ms <= 0 or held.lost:
                 # The lease ran out under the call (this process was frozen in it, say): the entry may
                 # be another replica's by now, and stays pending for whoever holds it.
                 log.warning("lease %s on %s ran out in a Slack call: handed back", lease, rec.ask_id)
+                held.cut = True
                 return False
             # Waiting out Slack's rate limit is no failed delivery either: the count goes back, and
             # the next reclaim comes as the lease ends (SLACK_ASK_MAX_DELIVERIES counts failures only).
@@ -515,7 +531,7 @@ class Intake(Room):
             return False
         posted = PostedMessage(channel=target.channel, ts=ts, step=0)
         METRICS.asks.labels(result="posted").inc()
-        state = await self._record_post(rec, posted, entry, lease)
+        state = await self._record_post(rec, posted, entry, held)
         if state is None:
             return True
         if state == "stale":

@@ -14,11 +14,10 @@ from bot.model import AskRecord, PostedMessage
 from bot.slack.gateway import SlackGateway
 from bot.storage.store import LoadedAsk, Store
 
-__all__ = ["LEASE_FACTOR", "LEASE_MARGIN", "Refusal", "Room", "Shared", "lease_deadline"]
+__all__ = ["LEASE_MARGIN", "Refusal", "Room", "Shared", "lease_deadline"]
 
 log = logging.getLogger(__name__)
 
-LEASE_FACTOR = 2  # an intake lease outlives the delivery window, so a slow Slack never causes a double post
 LEASE_MARGIN = 0.2
 """The share of a lease kept free at its end: Slack calls stop before it, so a call cut at the deadline
 has landed (or not) before another replica may take the work over."""

@@ -34,6 +34,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import SlackAuthError, SlackBusyError, SlackError, SlackPermanentError, SlackUnreachableError
 from bot.model import Target
+from bot.slack.deadline import Deadline
+from bot.slack.deadline import at as _at
 from bot.slack.pacing import Pacer, Priority
 
 __all__ = ["TRANSIENT_ERRORS", "SlackGateway", "make_client", "permalink_for"]
@@ -187,7 +189,7 @@ class SlackGateway:
         *,
         where: str | None = None,
         priority: Priority = "now",
-        deadline: float | None = None,
+        deadline: Deadline = None,
         retry: bool = True,
         channel_token: bool = False,
         token: str | None = None,
@@ -195,8 +197,9 @@ class SlackGateway:
     ) -> Mapping[str, Any]:
         """Call ``method``; retry transient failures inside the delivery window.
 
-        ``deadline`` (``time.monotonic()``): the end of the lease covering this call; no wait and no
-        attempt outlives it (:class:`SlackBusyError`). ``retry=False``: one attempt, for paths with
+        ``deadline`` (``time.monotonic()``, or a :class:`MovingDeadline` that renewals move on): the
+        end of the lease covering this call; no wait and no attempt outlives it
+        (:class:`SlackBusyError`). ``retry=False``: one attempt, for paths with
         a budget of their own (a form's ack). ``channel_token``: the post's channel token is already
         taken (``take_post_token``)."""
         async with _FreezeWatch() as watch:
@@ -219,7 +222,7 @@ class SlackGateway:
         *,
         where: str | None,
         priority: Priority,
-        deadline: float | None,
+        deadline: Deadline,
         retry: bool,
         channel_token: bool,
         token: str | None,
@@ -231,21 +234,30 @@ class SlackGateway:
         while True:
             attempt += 1
             if method == "chat.postMessage" and channel and not channel_token:
-                await self.pacer.take_channel(channel, priority=priority, deadline=deadline)
+                await self.pacer.take_channel(channel, priority=priority, deadline=_at(deadline))
             channel_token = False  # a retry takes a fresh channel token
-            await self.pacer.take(method, priority=priority, deadline=deadline)
+            await self.pacer.take(method, priority=priority, deadline=_at(deadline))
             timeout = float(self.client.timeout)
-            if deadline is not None:
-                left = deadline - time.monotonic()
+            end = _at(deadline)
+            if end is not None:
+                left = end - time.monotonic()
                 if left < _MIN_ATTEMPT_S:
                     raise self._busy(method, where, "no time left in its lease")
-                timeout = min(timeout, left)
+                if isinstance(deadline, float | int):
+                    timeout = min(timeout, left)
             retry_after: float | None = None
             sent, frozen = time.monotonic(), watch.frozen()
             try:
-                status, headers, data, content_type = await self._send(
-                    method, params, limit_s=timeout, token=token
-                )
+                if deadline is None or isinstance(deadline, float | int):
+                    status, headers, data, content_type = await self._send(
+                        method, params, limit_s=timeout, token=token
+                    )
+                else:
+                    # A renewed lease: the answer is waited for while the lease is renewed.
+                    async with deadline.bound():
+                        status, headers, data, content_type = await self._send(
+                            method, params, limit_s=timeout, token=token
+                        )
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 reason = f"{type(exc).__name__}: {exc}".rstrip(": ")
             else:
@@ -260,15 +272,19 @@ class SlackGateway:
                 else:
                     reason = f"HTTP {status} {_body_kind(data, content_type)}".strip()
             now = time.monotonic()
-            if deadline is not None and now >= deadline:
+            end = _at(deadline)
+            if end is not None and now >= end:
                 # The lease covering the call ran out under it (a pause, or a call that outlived it):
                 # the work is another replica's to take over now, not Slack's failure to report.
                 raise self._busy(method, where, f"its lease ran out (last: {reason})")
             if retry_after is not None:
-                if not retry or (deadline is not None and now + retry_after >= deadline):
+                # Under a renewed lease the wait renews it too, up to what a lease of twice the
+                # delivery window allowed before renewals; longer, the work is handed back.
+                longest = deadline - now if isinstance(deadline, float | int) else 2 * self.delivery_window_s
+                if not retry or (end is not None and retry_after >= longest):
                     raise self._busy(method, where, reason)
                 log.info("slack %s rate limited; waiting %.2fs as Slack asks", method, retry_after)
-                await asyncio.sleep(retry_after)
+                await self._pause(deadline, retry_after, method, where, reason)
                 continue
             counted += now - sent - (watch.frozen() - frozen)
             if not retry or counted >= self.delivery_window_s:
@@ -280,12 +296,25 @@ class SlackGateway:
                 )
             delay = min(2.0 ** min(attempt, 5) * 0.25, 8.0) * (0.5 + random.random() / 2)
             delay = min(delay, max(self.delivery_window_s - counted, _MIN_ATTEMPT_S))
-            if deadline is not None and now + delay + _MIN_ATTEMPT_S >= deadline:
+            if isinstance(deadline, float | int) and now + delay + _MIN_ATTEMPT_S >= deadline:
                 raise self._busy(method, where, reason)
             log.warning("slack %s failed (%s); retrying in %.2fs", method, reason, delay)
             slept, frozen = time.monotonic(), watch.frozen()
-            await asyncio.sleep(delay)
+            await self._pause(deadline, delay, method, where, reason)
             counted += time.monotonic() - slept - (watch.frozen() - frozen)
+
+    async def _pause(
+        self, deadline: Deadline, seconds: float, method: str, where: str | None, reason: str
+    ) -> None:
+        """Sleep between attempts; under a renewed lease only while it is renewed."""
+        if deadline is None or isinstance(deadline, float | int):
+            await asyncio.sleep(seconds)
+            return
+        try:
+            async with deadline.bound():
+                await asyncio.sleep(seconds)
+        except TimeoutError:
+            raise self._busy(method, where, f"its lease ran out (last: {reason})") from None
 
     @staticmethod
     def _busy(method: str, where: str | None, reason: str) -> SlackBusyError:
@@ -336,9 +365,7 @@ class SlackGateway:
 
     # -- conversations -------------------------------------------------------------------
 
-    async def resolve_user(
-        self, user: str, *, priority: Priority = "post", deadline: float | None = None
-    ) -> str:
+    async def resolve_user(self, user: str, *, priority: Priority = "post", deadline: Deadline = None) -> str:
         """A user id from ``U...``/``W...`` or an email address."""
         if "@" in user:
             data = await self.call(
@@ -347,7 +374,7 @@ class SlackGateway:
             return str(data["user"]["id"])
         return user
 
-    async def open_dm(self, user: str, *, priority: Priority = "post", deadline: float | None = None) -> str:
+    async def open_dm(self, user: str, *, priority: Priority = "post", deadline: Deadline = None) -> str:
         user_id = await self.resolve_user(user, priority=priority, deadline=deadline)
         data = await self.call(
             "conversations.open", users=user_id, where=f"with {user_id}", priority=priority, deadline=deadline
@@ -361,7 +388,7 @@ class SlackGateway:
         user: str | None,
         thread_ts: str | None = None,
         priority: Priority = "post",
-        deadline: float | None = None,
+        deadline: Deadline = None,
     ) -> Target:
         if channel is not None:
             return Target(channel=channel, thread_ts=thread_ts)
@@ -378,7 +405,7 @@ class SlackGateway:
         text: str,
         blocks: list[dict[str, Any]],
         priority: Priority = "post",
-        deadline: float | None = None,
+        deadline: Deadline = None,
         channel_token: bool = False,
     ) -> str:
         params: dict[str, Any] = {
@@ -408,7 +435,7 @@ class SlackGateway:
         text: str,
         blocks: list[dict[str, Any]] | None = None,
         priority: Priority = "remind",
-        deadline: float | None = None,
+        deadline: Deadline = None,
     ) -> str:
         params: dict[str, Any] = {
             "channel": channel,
@@ -435,7 +462,7 @@ class SlackGateway:
         text: str,
         blocks: list[dict[str, Any]],
         priority: Priority = "now",
-        deadline: float | None = None,
+        deadline: Deadline = None,
     ) -> None:
         await self.call(
             "chat.update",

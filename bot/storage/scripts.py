@@ -22,6 +22,7 @@ SCRIPT_NAMES = (
     "look",
     "posted",
     "push",
+    "renew",
     "resolve",
     "schedule_in",
     "step_begin",

@@ -112,6 +112,18 @@ class IntakeStream(StoreBase):
                 justid=True,
             )
 
+    async def renew_leases(self, leases: Sequence[tuple[str, str, str, str]], lease_ms: int) -> list[str]:
+        """Extend the intake leases ``(tag, ask_id, owner, token)`` of deliveries still in flight by
+        ``lease_ms`` from now (Redis time), all in one round trip (``renew.lua``, one per ask). For
+        each: ``""`` when renewed, else who holds the ask now (``owner#tries``), ``expired`` or
+        ``done`` (the lease is lost for good: its holder must stop)."""
+        steps = [
+            self._script("renew", [self.keys.for_ask(tag, ask_id).ask], [owner, token, lease_ms])
+            for tag, ask_id, owner, token in leases
+        ]
+        replies = await self._run(steps, confirm=False) if steps else []
+        return ["" if _s(r[0]) == "ok" else _s(r[1]) for r in replies]
+
     async def drop_idle_consumers(self, consumer: str, *, min_idle_ms: int) -> list[str]:
         """Remove the group's consumers other than ``consumer`` that have nothing pending and were
         idle longer than ``min_idle_ms`` (in one script, so none gets an entry in between)."""
