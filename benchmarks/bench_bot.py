@@ -170,7 +170,7 @@ async def main(n: int, concurrency: int, latency: float) -> None:
         fake.events_url = f"http://127.0.0.1:{port}/slack/events"
         bare = await _ask(parent, "bare", n)
 
-        reply_to = f"{prefix}:replies"
+        reply_to = f"{prefix}:reply:bench"  # the bot refuses reply_to keys under its prefix but :reply:
         envelopes = [
             {
                 "v": 1,

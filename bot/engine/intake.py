@@ -351,6 +351,7 @@ class Intake(Room):
                         ack_entry=entry.id,
                         track_channel=True,
                         lease=lease,
+                        index_ttl_ms=self._pending_ttl_ms(rec),
                     )
             except TimeoutError:
                 # The lease ran out with the record unanswered: it landed in time, or it never will.
