@@ -196,6 +196,8 @@ class VoteVerdict:
     result: StoredResult | None = None
     messages: list[PostedMessage] = field(default_factory=list)
     detail: str = ""
+    channels: frozenset[str] | None = None
+    """For ``won``: as ``ResolveVerdict.channels``."""
 
 
 @dataclass(frozen=True, slots=True)

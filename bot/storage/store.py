@@ -360,7 +360,8 @@ class Store(TimerStore):
         if verdict == "won":
             result = parse_result(reply[1])
             msgs = [PostedMessage.model_validate(m) for m in json.loads(reply[2] or "[]") or []]
-            return VoteVerdict("won", list(result.envelope.votes or []), result, msgs)
+            channels = frozenset(tracked_channels(reply[2], reply[4] if len(reply) > 4 else None))
+            return VoteVerdict("won", list(result.envelope.votes or []), result, msgs, channels=channels)
         if verdict in ("counted", "same"):
             votes = [ResultVote.model_validate(v) for v in json.loads(reply[1])]
             return VoteVerdict(verdict, votes)  # type: ignore[arg-type]
