@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from bot.errors import NotReplicatedError, StoreError
 from bot.model import AskRecord, PostedMessage
 from bot.results import parse_result
 from bot.storage.base import Step
-from bot.storage.keys import AUDIT_MAX, AskKeys, due_member, parse_due_member
+from bot.storage.finishing import Finishing
+from bot.storage.keys import AUDIT_MAX, AskKeys, due_member
 from bot.storage.records import (
     AcceptVerdict,
     AskStatus,
@@ -36,7 +37,6 @@ from bot.storage.records import (
     messages_json,
     tracked_channels,
 )
-from bot.storage.timer_store import TimerStore
 from contract.envelopes import ResultVote
 
 __all__ = [
@@ -57,7 +57,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class Store(TimerStore):
+class Store(Finishing):
     """Redis access for one deployment (key prefix): the intake stream (:class:`IntakeStream`), the
     timers (:class:`TimerStore`), ask records, results and the operators' reads."""
 
@@ -380,22 +380,6 @@ class Store(TimerStore):
             )
         return ResolveVerdict(verdict, detail=reply[1] if len(reply) > 1 else "")  # type: ignore[arg-type]
 
-    async def finalize(
-        self, tag: str, ask_id: str, updated: int, *, channels: Collection[str] | None = None
-    ) -> None:
-        """Mark an ended ask's ``updated`` messages as done (see ``finalize_many``)."""
-        await self.finalize_many([(ask_id, tag, updated)], channels=[channels])
-
-    async def track_channel(self, channel: str, ask_id: str, tag: str) -> None:
-        await self._run(self._track(self.keys.channel(channel), due_member(ask_id, tag)))
-
-    async def asks_in_channel(self, channel: str) -> list[tuple[str, str]]:
-        members = await self.redis.smembers(self.keys.channel(channel))
-        return [parse_due_member(_s(m)) for m in members]
-
-    async def untrack_channel(self, channel: str, ask_id: str, tag: str) -> None:
-        await self.redis.srem(self.keys.channel(channel), due_member(ask_id, tag))
-
     async def repush(self, reply_to: str, result: str) -> str | None:
         """Push a result outside ``resolve``: a stored one again (an agent re-sent an ended ask to
         recover it), or the error of an envelope whose ask_id could not be read (nothing to record).
@@ -407,67 +391,6 @@ class Store(TimerStore):
         if verdict[0] == "ok":
             return None
         return f"reply_to {reply_to} is a {verdict[1]}, not a list: nothing was pushed"
-
-    async def finalize_many(
-        self,
-        asks: Sequence[tuple[str, str, int]],
-        *,
-        channels: Sequence[Collection[str] | None] | None = None,
-    ) -> None:
-        """Mark ended asks' messages as updated, for many ``(ask_id, tag, updated)`` at once.
-
-        ``channels``: per ask, the channels its messages (withdrawn ones too) were tracked in, when the
-        caller knows them (``resolve`` told it); None reads them from the record first. The clean-up
-        timer set by resolve goes with it; should more messages have appeared meanwhile (the script
-        answers 0), the timer is still needed and is set again. The id index gets the record's
-        ended lifetime (the retention) in the same round trip."""
-        if not asks:
-            return
-        known = list(channels) if channels is not None else [None] * len(asks)
-        unknown = [(ask_id, tag) for (ask_id, tag, _), c in zip(asks, known, strict=True) if c is None]
-        read = iter(await self._channels_of(unknown))
-        # Crash-safe order (a replica may die between any two round trips): the ended asks leave
-        # their channels first (a message recorded later tracks its channel again, and its own
-        # finalize leaves again; in one pipeline the SREMs run before the scripts); the clean-up
-        # timer goes only once the messages are marked done, so a death in between leaves a timer
-        # too many (harmless), never one too few.
-        steps: list[Step] = []
-        for (ask_id, tag, _), given in zip(asks, known, strict=True):
-            member = due_member(ask_id, tag)
-            for channel in sorted(given if given is not None else next(read)):
-                key = self.keys.channel(channel)
-                steps.append(lambda pipe, key=key, member=member: pipe.srem(key, member))  # type: ignore[misc]
-        at = len(steps)
-        for ask_id, tag, updated in asks:
-            index = self.keys.index(ask_id)
-            steps.append(self._script("finalize", [self.ask_keys(tag, ask_id).ask], [updated]))
-            steps.append(lambda pipe, index=index: pipe.pexpire(index, self.retention_ms))  # type: ignore[misc]
-        replies = (await self._run(steps))[at::2]
-        done_asks: list[tuple[str, str]] = []
-        for (ask_id, tag, _), raw in zip(asks, replies, strict=True):
-            done = int(_s(raw[0]))
-            if done == 0:
-                await self.schedule(ask_id, tag, 0)
-            elif done == 2:
-                # Cancelled while a delivery may still land: look again when its lease ends.
-                await self.schedule(ask_id, tag, int(_s(raw[1])))
-            elif done == 1:
-                done_asks.append((ask_id, tag))
-        if done_asks:
-            await self._run([self._zrem_due(ask_id, tag) for ask_id, tag in done_asks])
-
-    async def _channels_of(self, asks: Sequence[tuple[str, str]]) -> list[set[str]]:
-        """The ``P:chan:<channel>`` sets each ask was tracked in: its messages' channels and its
-        withdrawn copies' (tracked when they were posted, too). Those sets hold only asks an archived
-        conversation could still dismiss, so a finished ask leaves them all."""
-        if not asks:
-            return []
-        keys = [self.ask_keys(tag, ask_id).ask for ask_id, tag in asks]
-        raws = await self._run(
-            [lambda pipe, key=key: pipe.hmget(key, ["msgs", "withdrawn"]) for key in keys],  # type: ignore[misc]
-            confirm=False,
-        )
-        return [tracked_channels(msgs, withdrawn) for msgs, withdrawn in raws]
 
     async def cancel_or_remember(
         self, ask_id: str, reply_to: str, reason: str, *, tag: str
