@@ -422,3 +422,27 @@ async def test_reclaim_takes_over_an_idle_entry_and_counts_its_deliveries(store:
     assert (taken.id, taken.deliveries) == (entry_id, 2)
     [again] = await store.reclaim("third", min_idle_ms=0)
     assert again.deliveries == 3  # what SLACK_ASK_MAX_DELIVERIES is compared against
+
+
+async def test_an_ending_names_every_channel_the_ask_was_tracked_in_and_finalize_leaves_them(
+    redis: Redis, store: Store, reply_to: str, prefix: str
+) -> None:
+    # The ending script tells the channels (its messages' and its withdrawn copies'), so finalize
+    # leaves them without reading the record again: none may stay behind (stale_channel_member).
+    rec = _record(reply_to)
+    await store.claim_index(rec.ask_id, rec.tag, 600_000)
+    await _accept(store, rec)
+    kept, gone = PostedMessage(channel="C1", ts="1.1"), PostedMessage(channel="C2", ts="1.2")
+    await store.posted(rec.tag, rec.ask_id, [kept, gone], actor="c1", track_channel=True)
+    assert await store.withdraw(rec.tag, rec.ask_id, [gone], actor="c1", detail="test") == "ok"
+    verdict = await store.resolve(Resolution(rec, "answered", _prefix_json(rec.ask_id), "U1", "answered", ""))
+    assert verdict.verdict == "won" and verdict.messages == [kept]
+    assert verdict.channels == {"C1", "C2"}
+    await store.finalize(rec.tag, rec.ask_id, 1, channels=verdict.channels)
+    for channel in ("C1", "C2"):
+        assert await store.asks_in_channel(channel) == []
+    loaded = await store.load(rec.tag, rec.ask_id)
+    assert loaded is not None and loaded.finalized
+    # The id index gets the retention in finalize's round trip (the record's own lifetime now).
+    assert 0 < int(await redis.pttl(store.keys.index(rec.ask_id))) <= 60_000
+    assert await check_prefix(redis, prefix) == []

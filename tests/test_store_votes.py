@@ -223,6 +223,9 @@ async def test_an_ask_decided_by_a_vote_or_resolve_keeps_its_id_index_only_for_t
     await store.claim_index(rec.ask_id, rec.tag, 120_000)
     await _posted(store, rec)  # the index now lives as long as the pending ask: 120 s
     assert await _decide(store, rec, decide) == "won"
+    # The ending's finalize (which follows every ending: at once, or from the clean-up timer) gives
+    # the index the retention, in the round trip that marks the messages done.
+    await store.finalize(rec.tag, rec.ask_id, 1)
     assert 0 < int(await redis.pttl(store.keys.index(rec.ask_id))) <= 300
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 10

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from bot import render, results
 from bot.engine.acts import Act, ended_with
@@ -76,7 +76,12 @@ class Endings(Room):
             METRICS.results.labels(outcome=ending.outcome).inc()
             assert verdict.result is not None
             await self.finish_messages(
-                rec, verdict.messages, verdict.result, actor.id if actor else None, reason=reason
+                rec,
+                verdict.messages,
+                verdict.result,
+                actor.id if actor else None,
+                reason=reason,
+                channels=verdict.channels,
             )
             await self.home_after(rec, actor.id if actor is not None else None)
         return verdict
@@ -142,16 +147,19 @@ class Endings(Room):
         reason: str | None = None,
         priority: Priority = "now",
         deadline: float | None = None,
+        channels: Collection[str] | None = None,
     ) -> None:
         """Turn every message of an ended ask into its ended form (no buttons left), then mark it done.
 
         ``priority``: ``now`` after what a person did, ``clear`` for the sweeper's clean-up; ``deadline``:
-        the end of the timer lease the sweeper holds (bot.slack.pacing, bot.engine.room)."""
+        the end of the timer lease the sweeper holds (bot.slack.pacing, bot.engine.room); ``channels``:
+        the channels the ask was tracked in, when the ending script told them (finalize reads them
+        otherwise)."""
         bind_ask_id(rec.ask_id)
         if not messages:
             # Nothing to draw (a refused ask has no message, and maybe no request to draw from):
             # the clean-up timer goes at once.
-            await self.store.finalize(rec.tag, rec.ask_id, 0)
+            await self.store.finalize(rec.tag, rec.ask_id, 0, channels=channels)
             return
         if reason is None and result.outcome == "cancelled" and by is None:
             # An agent's cancel: its reason is kept beside the result (a post that lands after the
@@ -192,7 +200,7 @@ class Endings(Room):
                     "could not update %s/%s yet: %s (the sweeper retries)", message.channel, message.ts, exc
                 )
         if ok == len(messages):
-            await self.store.finalize(rec.tag, rec.ask_id, len(messages))
+            await self.store.finalize(rec.tag, rec.ask_id, len(messages), channels=channels)
 
 
 def _audit_detail(detail: str, via: Via | None) -> str:

@@ -114,10 +114,19 @@ class Intake(Room):
             METRICS.dead_letters.labels(reason="reply_to").inc()
             await self.store.dead_letter(entry, f"invalid_envelope: {forbidden}")
             return
+        # The index gets the ask's own pending life when it is claimed, so that it never lives shorter
+        # than the record (accept and the post's record no longer set it in round trips of their own).
+        early = build_record(env, tag=slot_tag(env.reply_to), created_ms=created_ms, settings=self.settings)
         tag, seen = await self.store.claim_index_state(
-            env.ask_id, slot_tag(env.reply_to), self._pending_ttl_ms(None)
+            env.ask_id,
+            slot_tag(env.reply_to),
+            self._pending_ttl_ms(early if isinstance(early, AskRecord) else None),
         )
-        built = build_record(env, tag=tag, created_ms=created_ms, settings=self.settings)
+        built = (
+            early
+            if tag == slot_tag(env.reply_to)
+            else build_record(env, tag=tag, created_ms=created_ms, settings=self.settings)
+        )
         if isinstance(built, Rejection):
             rec = built.record or AskRecord(
                 ask_id=env.ask_id, tag=tag, reply_to=env.reply_to, format=env.format, created_ms=created_ms
@@ -380,6 +389,7 @@ class Intake(Room):
                         ack_entry=entry.id,
                         track_channel=True,
                         lease=lease,
+                        index_ttl_ms=self._pending_ttl_ms(rec),
                     )
             except TimeoutError:
                 # The lease ran out with the record unanswered: it landed in time, or it never will.

@@ -89,7 +89,9 @@ class Votes(Room):
             assert verdict.result is not None
             METRICS.results.labels(outcome="answered").inc()
             log.info("ask %s ended answered (vote) by %s on replica %s", rec.ask_id, user.id, self.consumer)
-            await self.endings.finish_messages(rec, verdict.messages, verdict.result, user.id)
+            await self.endings.finish_messages(
+                rec, verdict.messages, verdict.result, user.id, channels=verdict.channels
+            )
             await self.endings.home_after(rec, user.id)
         elif verdict.verdict == "counted":
             await self.redraw(rec)

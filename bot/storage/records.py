@@ -4,6 +4,7 @@ statuses), and the conversions at that edge."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -26,7 +27,10 @@ __all__ = [
     "ResolveVerdict",
     "Vote",
     "VoteVerdict",
+    "compact_record",
     "iso_ms",
+    "messages_json",
+    "tracked_channels",
 ]
 
 
@@ -53,6 +57,26 @@ def _withdrawn(raw: Any) -> frozenset[tuple[str, str]]:
     """The ask hash's ``withdrawn`` field (``"<channel> <ts>"`` each, see withdraw.lua) as pairs."""
     ids = json.loads(_s(raw)) if raw else []
     return frozenset((channel, ts) for channel, _, ts in (str(i).partition(" ") for i in ids))
+
+
+def tracked_channels(msgs: Any, withdrawn: Any) -> set[str]:
+    """The channels an ask was tracked in, from its hash's ``msgs`` and ``withdrawn`` fields (raw)."""
+    channels = {str(m.get("channel")) for m in json.loads(_s(msgs) if msgs else "[]") or []}
+    return channels | {channel for channel, _ in _withdrawn(withdrawn)}
+
+
+def compact_record(record: AskRecord) -> str:
+    """The record as the ask hash's ``rec`` field: fields at their defaults left out (the model fills
+    them in again on load, this version or the one before), so each ask stores only what it sets.
+    ensure_ascii: a text cut at 4000 UTF-16 units may end in half a surrogate pair."""
+    return json.dumps(
+        record.model_dump(mode="python", exclude_defaults=True), ensure_ascii=True, separators=(",", ":")
+    )
+
+
+def messages_json(messages: Sequence[PostedMessage]) -> str:
+    """Messages for the scripts (stored as given in ``msgs``): a permalink only when known."""
+    return json.dumps([m.model_dump(exclude_none=True) for m in messages], separators=(",", ":"))
 
 
 def _stored_result(key: str, text: str | None, reason: str | None = None) -> StoredResult | None:
@@ -139,6 +163,9 @@ class ResolveVerdict:
     detail: str = ""
     undelivered: str = ""
     """For ``won``: why the result was not pushed ('' when it was): reply_to is a key of another type."""
+    channels: frozenset[str] | None = None
+    """For ``won``: the channels the ask was tracked in (its messages' and withdrawn copies'), read by
+    the ending script, so finalizing it need not read them again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +196,8 @@ class VoteVerdict:
     result: StoredResult | None = None
     messages: list[PostedMessage] = field(default_factory=list)
     detail: str = ""
+    channels: frozenset[str] | None = None
+    """For ``won``: as ``ResolveVerdict.channels``."""
 
 
 @dataclass(frozen=True, slots=True)

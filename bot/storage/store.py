@@ -15,8 +15,9 @@ from bot.errors import NotReplicatedError, StoreError
 from bot.model import AskRecord, PostedMessage
 from bot.results import parse_result
 from bot.storage.base import Step
+from bot.storage.finishing import Finishing
 from bot.storage.home_index import HomeIndex
-from bot.storage.keys import AUDIT_MAX, AskKeys, due_member, parse_due_member
+from bot.storage.keys import AUDIT_MAX, AskKeys, due_member
 from bot.storage.records import (
     AcceptVerdict,
     AskStatus,
@@ -32,9 +33,11 @@ from bot.storage.records import (
     _stored_result,
     _votes,
     _withdrawn,
+    compact_record,
     iso_ms,
+    messages_json,
+    tracked_channels,
 )
-from bot.storage.timer_store import TimerStore
 from contract.envelopes import ResultVote
 
 __all__ = [
@@ -55,7 +58,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class Store(TimerStore, HomeIndex):
+class Store(Finishing, HomeIndex):
     """Redis access for one deployment (key prefix): the intake stream (:class:`IntakeStream`), the
     timers (:class:`TimerStore`), ask records, results and the operators' reads."""
 
@@ -123,8 +126,7 @@ class Store(TimerStore, HomeIndex):
                 "accept",
                 [k.ask, k.audit, k.cancel, record.reply_to],
                 [
-                    # ensure_ascii: a text cut at 4000 UTF-16 units may end in half a surrogate pair.
-                    json.dumps(record.model_dump(mode="python"), ensure_ascii=True, separators=(",", ":")),
+                    compact_record(record),
                     record.created_ms,
                     record.deadline_ms or 0,
                     consumer,
@@ -146,8 +148,9 @@ class Store(TimerStore, HomeIndex):
         if verdict.verdict in ("ended", "refused") and schedule_at_ms is not None and int(replies[0]) == 1:
             # A re-send of an ended ask, or one refused at once: the timer just added belongs to nobody.
             await self.unschedule(record.ask_id, record.tag)
-        if verdict.verdict in ("post", "cancel", "expired", "refused"):
+        if verdict.verdict in ("cancel", "expired", "refused"):
             # The id index lives as long as the record it points to (claim_index gave it a guess).
+            # A ``post`` gives it its pending life in the round trip that records the post (posted).
             ttl = self.retention_ms if verdict.verdict == "refused" else pending_ttl_ms
             await self.redis.pexpire(self.keys.index(record.ask_id), ttl)
         return verdict
@@ -166,13 +169,18 @@ class Store(TimerStore, HomeIndex):
         track_channel: bool = False,
         stray: bool = False,
         lease: Lease | None = None,
+        index_ttl_ms: int | None = None,
     ) -> str:
         """Record new messages of an ask (and remember which channels it lives in, so archiving a
         channel can dismiss it; then ack its intake entry). ``lease``: the delivery's (fenced:
-        ``stale`` when it is no longer the current one, and then nothing is recorded or acked)."""
+        ``stale`` when it is no longer the current one, and then nothing is recorded or acked).
+        ``index_ttl_ms``: the id index's pending life, set in the same round trip (the first post)."""
         k = self.ask_keys(tag, ask_id)
-        payload = json.dumps([m.model_dump() for m in messages])
+        payload = messages_json(messages)
         steps: list[Step] = []
+        if index_ttl_ms is not None:
+            index = self.keys.index(ask_id)
+            steps.append(lambda pipe: pipe.pexpire(index, index_ttl_ms))
         member = due_member(ask_id, tag)
         tracked = sorted({self.keys.channel(m.channel) for m in messages}) if track_channel else []
         # Before the record: once posted.lua has run, the ask may end and leave its channels at any
@@ -224,7 +232,7 @@ class Store(TimerStore, HomeIndex):
         detail: str = "",
     ) -> str:
         k = self.ask_keys(tag, ask_id)
-        payload = json.dumps([m.model_dump() for m in messages])
+        payload = messages_json(messages)
         [reply] = await self._run(
             [self._script("advance", [k.ask, k.audit], [counter, expected, payload, event, actor, detail])]
         )
@@ -269,14 +277,17 @@ class Store(TimerStore, HomeIndex):
         """Run ``steps``, among them the scripts that may end asks (``resolve``, ``vote``: the reply at
         each ``(record, index)``), then the after-resolve step for every ask they ended. Also when the
         replicas did not confirm in time (``NotReplicatedError``): the scripts ran on the master, and
-        the retry finds the ask ended, so nothing else would give its index the retention."""
+        the retry finds the ask ended, so nothing else would give its index the retention. Otherwise
+        the index gets it in the round trip that finalizes the ask (``finalize_many``), which follows
+        every ending (at once, or from the clean-up timer)."""
         try:
             replies = await self._run(steps)
         except NotReplicatedError as exc:
             if exc.replies is not None:
                 await self._after_resolved([(rec, exc.replies[i]) for rec, i in endings])
             raise
-        await self._after_resolved([(rec, replies[i]) for rec, i in endings])
+        for rec, i in endings:
+            _warn_undelivered(rec, replies[i])
         return replies
 
     async def _after_resolved(self, ended: Sequence[tuple[AskRecord, Any]]) -> None:
@@ -285,10 +296,7 @@ class Store(TimerStore, HomeIndex):
         the index its longer (bounded) pending life."""
         steps: list[Step] = []
         for record, raw in ended:
-            reply = [_s(x) for x in raw]
-            if reply[0] == "won":
-                if len(reply) > 3 and reply[3]:
-                    log.warning("ask %s ended but %s", record.ask_id, reply[3])
+            if _warn_undelivered(record, raw):
                 index = self.keys.index(record.ask_id)
                 steps.append(lambda pipe, index=index: pipe.pexpire(index, self.retention_ms))  # type: ignore[misc]
         if steps:
@@ -363,7 +371,8 @@ class Store(TimerStore, HomeIndex):
         if verdict == "won":
             result = parse_result(reply[1])
             msgs = [PostedMessage.model_validate(m) for m in json.loads(reply[2] or "[]") or []]
-            return VoteVerdict("won", list(result.envelope.votes or []), result, msgs)
+            channels = frozenset(tracked_channels(reply[2], reply[4] if len(reply) > 4 else None))
+            return VoteVerdict("won", list(result.envelope.votes or []), result, msgs, channels=channels)
         if verdict in ("counted", "same"):
             votes = [ResultVote.model_validate(v) for v in json.loads(reply[1])]
             return VoteVerdict(verdict, votes)  # type: ignore[arg-type]
@@ -376,22 +385,11 @@ class Store(TimerStore, HomeIndex):
         if verdict == "won":
             msgs = [PostedMessage.model_validate(m) for m in json.loads(reply[2] or "[]") or []]
             undelivered = reply[3] if len(reply) > 3 else ""
-            return ResolveVerdict("won", parse_result(reply[1]), msgs, undelivered=undelivered)
+            channels = frozenset(tracked_channels(reply[2], reply[4] if len(reply) > 4 else None))
+            return ResolveVerdict(
+                "won", parse_result(reply[1]), msgs, undelivered=undelivered, channels=channels
+            )
         return ResolveVerdict(verdict, detail=reply[1] if len(reply) > 1 else "")  # type: ignore[arg-type]
-
-    async def finalize(self, tag: str, ask_id: str, updated: int) -> None:
-        """Mark an ended ask's ``updated`` messages as done (see ``finalize_many``)."""
-        await self.finalize_many([(ask_id, tag, updated)])
-
-    async def track_channel(self, channel: str, ask_id: str, tag: str) -> None:
-        await self._run(self._track(self.keys.channel(channel), due_member(ask_id, tag)))
-
-    async def asks_in_channel(self, channel: str) -> list[tuple[str, str]]:
-        members = await self.redis.smembers(self.keys.channel(channel))
-        return [parse_due_member(_s(m)) for m in members]
-
-    async def untrack_channel(self, channel: str, ask_id: str, tag: str) -> None:
-        await self.redis.srem(self.keys.channel(channel), due_member(ask_id, tag))
 
     async def repush(self, reply_to: str, result: str) -> str | None:
         """Push a result outside ``resolve``: a stored one again (an agent re-sent an ended ask to
@@ -404,66 +402,6 @@ class Store(TimerStore, HomeIndex):
         if verdict[0] == "ok":
             return None
         return f"reply_to {reply_to} is a {verdict[1]}, not a list: nothing was pushed"
-
-    async def finalize_many(self, asks: Sequence[tuple[str, str, int]]) -> None:
-        """Mark ended asks' messages as updated, for many ``(ask_id, tag, updated)`` in one round trip.
-
-        The clean-up timer set by resolve goes with it; should more messages have appeared meanwhile
-        (the script answers 0), the timer is still needed and is set again."""
-        if not asks:
-            return
-        # Crash-safe order (a replica may die between any two round trips): the ended asks leave
-        # their channels first (a message recorded later tracks its channel again, and its own
-        # finalize leaves again); the clean-up timer goes only once the messages are marked done,
-        # so a death in between leaves a timer too many (harmless), never one too few.
-        await self._leave_channels([(ask_id, tag) for ask_id, tag, _ in asks])
-        await self.home_leave([(ask_id, tag) for ask_id, tag, _ in asks])  # and the people's Home tabs
-        replies = await self._run(
-            [
-                self._script("finalize", [self.ask_keys(tag, ask_id).ask], [updated])
-                for ask_id, tag, updated in asks
-            ]
-        )
-        done_asks: list[tuple[str, str]] = []
-        for (ask_id, tag, _), raw in zip(asks, replies, strict=True):
-            done = int(_s(raw[0]))
-            if done == 0:
-                await self.schedule(ask_id, tag, 0)
-            elif done == 2:
-                # Cancelled while a delivery may still land: look again when its lease ends.
-                await self.schedule(ask_id, tag, int(_s(raw[1])))
-            elif done == 1:
-                done_asks.append((ask_id, tag))
-        if done_asks:
-            await self._run([self._zrem_due(ask_id, tag) for ask_id, tag in done_asks])
-
-    async def leave_channels(self, rec: AskRecord) -> None:
-        """An ended ask leaves the channel sets of its messages and of every channel it can post to (its
-        route, its escalation steps): a record refused after the end may have tracked one of those."""
-        named = {rec.route.channel if rec.route else None, *(step.channel for step in rec.escalate)}
-        await self._leave_channels([(rec.ask_id, rec.tag)], also={c for c in named if c})
-
-    async def _leave_channels(self, asks: Sequence[tuple[str, str]], also: set[str] | None = None) -> None:
-        """Finished asks leave the ``P:chan:<channel>`` sets of every message they had: those sets hold
-        only asks an archived conversation could still dismiss."""
-        if not asks:
-            return
-        keys = [self.ask_keys(tag, ask_id).ask for ask_id, tag in asks]
-        raws = await self._run(
-            [lambda pipe, key=key: pipe.hmget(key, ["msgs", "withdrawn"]) for key in keys],  # type: ignore[misc]
-            confirm=False,
-        )
-        steps: list[Step] = []
-        for (ask_id, tag), (msgs, withdrawn) in zip(asks, raws, strict=True):
-            member = due_member(ask_id, tag)
-            channels = {str(m.get("channel")) for m in json.loads(_s(msgs) if msgs else "[]") or []}
-            # A withdrawn copy's channel was tracked when it was posted, too.
-            channels |= {channel for channel, _ in _withdrawn(withdrawn)} | (also or set())
-            for channel in sorted(channels):
-                key = self.keys.channel(channel)
-                steps.append(lambda pipe, key=key, member=member: pipe.srem(key, member))  # type: ignore[misc]
-        if steps:
-            await self._run(steps)
 
     async def cancel_or_remember(
         self, ask_id: str, reply_to: str, reason: str, *, tag: str
@@ -481,7 +419,12 @@ class Store(TimerStore, HomeIndex):
     async def audit(self, tag: str, ask_id: str, event: str, *, by: str | None, detail: str = "") -> None:
         k = self.ask_keys(tag, ask_id)
         now = await self.server_time_ms()
-        entry = json.dumps({"at": now, "event": event, "by": by or "", "detail": detail})
+        fields: dict[str, object] = {"at": now, "event": event}
+        if by:
+            fields["by"] = by
+        if detail:
+            fields["detail"] = detail
+        entry = json.dumps(fields, separators=(",", ":"))
         await self._run(
             [
                 lambda pipe: pipe.rpush(k.audit, entry),
@@ -595,6 +538,16 @@ class Store(TimerStore, HomeIndex):
                 break
         out.sort(key=lambda s: s.created_at)
         return out
+
+
+def _warn_undelivered(record: AskRecord, raw: Any) -> bool:
+    """True when the script's raw reply says it ended the ask; logs a result it could not push."""
+    reply = [_s(x) for x in raw]
+    if reply[0] != "won":
+        return False
+    if len(reply) > 3 and reply[3]:
+        log.warning("ask %s ended but %s", record.ask_id, reply[3])
+    return True
 
 
 def _glob_escape(text: str) -> str:

@@ -28,12 +28,17 @@ end
 
 -- Append one audit entry; the list is capped and lives as long as the ask. `replica` (optional): the
 -- replica that made the change and the lease it held ('' when the work was not leased).
+-- Empty fields are left out (readers take a missing one as empty, this version and the one before).
+-- Trimmed only once over the cap: RPUSH answers the length.
 local function audit(key, at, event, by, detail, ttl, replica, lease)
-  local entry = {at = at, event = event, by = by, detail = detail}
+  local entry = {at = at, event = event}
+  if by and by ~= '' then entry.by = by end
+  if detail and detail ~= '' then entry.detail = detail end
   if replica and replica ~= '' then entry.replica = replica end
   if lease and lease ~= '' then entry.lease = lease end
-  redis.call('RPUSH', key, cjson.encode(entry))
-  redis.call('LTRIM', key, -200, -1)  -- bot.keys.AUDIT_MAX
+  if redis.call('RPUSH', key, cjson.encode(entry)) > 200 then  -- bot.keys.AUDIT_MAX
+    redis.call('LTRIM', key, -200, -1)
+  end
   redis.call('PEXPIRE', key, ttl)
 end
 
@@ -86,7 +91,8 @@ end
 -- caller's atomic step. The only place a result is written (resolve.lua and vote.lua call it).
 -- `prefix` is the result JSON up to and including '"resolved_at":' (bot.results.result_prefix);
 -- `votes` is inserted just before resolved_at, and the Redis time closes the object.
--- keys: {ask hash, audit list, reply_to}. Returns {'won', result, msgs, undelivered}: undelivered is
+-- keys: {ask hash, audit list, reply_to}. Returns {'won', result, msgs, undelivered, withdrawn}
+-- (withdrawn: the hash's field, '' when none; the channels to leave at finalize): undelivered is
 -- '' or why nothing was pushed (reply_to became a key of another type meanwhile: the bot only
 -- appends to a list or a missing key, and then changes nothing about that key; protocol section 1).
 local RESOLVED_AT = '"resolved_at":'
@@ -110,7 +116,8 @@ local function write_result(keys, now, outcome, prefix, votes, actor, retention,
   end
   audit(keys[2], now, event, actor, detail, retention, replica, lease)
   if undelivered ~= '' then audit(keys[2], now, 'not_pushed', '', undelivered, retention) end
-  return {'won', result, redis.call('HGET', keys[1], 'msgs'), undelivered}
+  local tracked = redis.call('HMGET', keys[1], 'msgs', 'withdrawn')
+  return {'won', result, tracked[1], undelivered, tracked[2] or ''}
 end
 
 -- Withdrawn messages: copies of the ask the bot deletes from Slack itself (a sweeper's losing
