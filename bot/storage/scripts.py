@@ -10,6 +10,7 @@ __all__ = ["SCRIPT_NAMES", "script_source"]
 SCRIPT_NAMES = (
     "accept",
     "advance",
+    "ask_state",
     "cancel",
     "claim_due",
     "drop_consumers",

@@ -77,18 +77,19 @@ class Store(Finishing, HomeIndex):
         """``claim_index``, and the state of the ask already recorded under ``tag`` (None for an ask
         not seen yet), read in the same round trip: intake takes no post token for an ask posted or ended
         (a duplicate, a re-send) or ``in_flight`` (accepted under a live lease: accept finds it busy)."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.set(self.keys.index(ask_id), tag, nx=True, px=ttl_ms)
-            pipe.get(self.keys.index(ask_id))
-            pipe.hmget(self.ask_keys(tag, ask_id).ask, ["state", "lease_until"])
-            pipe.time()  # the lease is in Redis time
-            _, current, (state, lease_until), (seconds, micros) = await pipe.execute()
+        index = self.keys.index(ask_id)
+        _, current, (state, live) = await self._run(
+            [
+                lambda pipe: pipe.set(index, tag, nx=True, px=ttl_ms),
+                lambda pipe: pipe.get(index),
+                # A script, not HMGET + TIME: the lease is in Redis time; Cluster refuses TIME in a pipeline.
+                self._script("ask_state", [self.ask_keys(tag, ask_id).ask], []),
+            ],
+            confirm=False,
+        )
         if current is None or _s(current) == tag:
-            seen, live = (
-                _s(state) if state else None,
-                float(lease_until or 0) > seconds * 1000 + micros / 1000,
-            )
-            return tag, "in_flight" if seen == "accepted" and live else seen
+            seen = _s(state) if state else None
+            return tag, "in_flight" if seen == "accepted" and int(live) else seen
         old = _s(current)
         if await self.redis.exists(self.ask_keys(old, ask_id).ask):
             return old, None  # known under another reply_to: only a re-send; intake loads it
