@@ -176,6 +176,56 @@ async def test_a_takeover_after_the_deadline_times_the_ask_out_instead_of_postin
     assert (verdict.verdict, verdict.token) == ("expired", "2")
 
 
+def _cancelled(rec: AskRecord, lease: Lease) -> Resolution:
+    """The ending intake makes for accept's ``cancel`` verdict (an agent's cancel that came first)."""
+    ending = results.ended_without_answer(rec, "cancelled")
+    prefix = results.result_prefix(
+        ask_id=rec.ask_id, format="pi-question", ending=ending, responder=None, slack=None, created_at=None
+    )
+    return Resolution(
+        rec, "cancelled", prefix, None, "cancelled", release_lease=True, replica=lease.owner, lease=lease
+    )
+
+
+async def test_an_agent_s_early_cancel_refused_as_stale_to_its_first_holder_is_ended_by_the_takeover(
+    store: Store, redis: Redis, reply_to: str
+) -> None:
+    # The chaos test's lost cancel: the cancel came before the ask; c1's accept read it and froze (or
+    # died) before its ending landed; c2 took the delivery over. c1's ending is refused as stale, as
+    # fencing says, but the cancel is the agent's, not c1's decision: c2 must end the ask cancelled
+    # (before the fix accept.lua had dropped the tombstone, and c2 posted the ask, which timed out).
+    rec = _record(reply_to)
+    assert await store.cancel_or_remember(rec.ask_id, reply_to, "not needed", tag=rec.tag) == "remembered"
+    entry = await _entry(store, redis)
+    first = await store.accept(
+        rec, consumer="c1", lease_ms=30_000, pending_ttl_ms=120_000, entry_id=entry, schedule_at_ms=None
+    )
+    assert (first.verdict, first.detail, first.token) == ("cancel", "not needed", "1")
+    old = Lease("c1", first.token, time.monotonic() + 30)
+    taken = await store.accept(
+        rec, consumer="c2", lease_ms=30_000, pending_ttl_ms=120_000, entry_id=entry, schedule_at_ms=None
+    )
+    assert (taken.verdict, taken.detail, taken.token) == ("cancel", "not needed", "2")
+    new = Lease("c2", taken.token, time.monotonic() + 30)
+
+    assert (await store.resolve(_cancelled(rec, old))).verdict == "stale"  # fencing still holds
+    assert (await store.resolve(_cancelled(rec, new))).verdict == "won"
+    assert (await store.resolve(_cancelled(rec, old))).verdict == "stale"
+    # Exactly one result, and it is the agent's cancel.
+    [raw] = await redis.lrange(reply_to, 0, -1)
+    assert json.loads(raw)["outcome"] == "cancelled"
+    loaded = await store.load(rec.tag, rec.ask_id)
+    assert loaded is not None and (loaded.state, loaded.outcome) == ("ended", "cancelled")
+    events = [(a.event, a.lease) for a in await store.read_audit(rec.tag, rec.ask_id)]
+    assert ("cancelled", "c2#2") in events and ("refused_stale", "c1#1") in events
+    # A delivery after the end finds it ended: nothing is posted, nothing pushed again.
+    again = await store.accept(
+        rec, consumer="c3", lease_ms=30_000, pending_ttl_ms=120_000, entry_id=entry, schedule_at_ms=None
+    )
+    assert again.verdict == "ended"
+    assert await redis.llen(reply_to) == 1
+
+
 # -- the gateway: time spent frozen -----------------------------------------------------------
 
 
