@@ -13,6 +13,7 @@ import pytest
 from redis.asyncio import Redis
 
 from bot import results
+from bot.asks import build_record
 from bot.errors import SlackBusyError
 from bot.model import AskRecord, PostedMessage
 from bot.playground import Message
@@ -20,6 +21,7 @@ from bot.slack.gateway import SlackGateway, make_client
 from bot.storage.keys import GROUP, slot_tag
 from bot.storage.store import Lease, Resolution, Store
 from contract import normalize_ask_request
+from contract.envelopes import parse_ask_envelope
 from tests.harness import Harness, interactive_elements
 from tests.redis_procs import TcpProxy
 
@@ -176,6 +178,56 @@ async def test_a_takeover_after_the_deadline_times_the_ask_out_instead_of_postin
     assert (verdict.verdict, verdict.token) == ("expired", "2")
 
 
+def _cancelled(rec: AskRecord, lease: Lease) -> Resolution:
+    """The ending intake makes for accept's ``cancel`` verdict (an agent's cancel that came first)."""
+    ending = results.ended_without_answer(rec, "cancelled")
+    prefix = results.result_prefix(
+        ask_id=rec.ask_id, format="pi-question", ending=ending, responder=None, slack=None, created_at=None
+    )
+    return Resolution(
+        rec, "cancelled", prefix, None, "cancelled", release_lease=True, replica=lease.owner, lease=lease
+    )
+
+
+async def test_an_agent_s_early_cancel_refused_as_stale_to_its_first_holder_is_ended_by_the_takeover(
+    store: Store, redis: Redis, reply_to: str
+) -> None:
+    # The chaos test's lost cancel: the cancel came before the ask; c1's accept read it and froze (or
+    # died) before its ending landed; c2 took the delivery over. c1's ending is refused as stale, as
+    # fencing says, but the cancel is the agent's, not c1's decision: c2 must end the ask cancelled
+    # (before the fix accept.lua had dropped the tombstone, and c2 posted the ask, which timed out).
+    rec = _record(reply_to)
+    assert await store.cancel_or_remember(rec.ask_id, reply_to, "not needed", tag=rec.tag) == "remembered"
+    entry = await _entry(store, redis)
+    first = await store.accept(
+        rec, consumer="c1", lease_ms=30_000, pending_ttl_ms=120_000, entry_id=entry, schedule_at_ms=None
+    )
+    assert (first.verdict, first.detail, first.token) == ("cancel", "not needed", "1")
+    old = Lease("c1", first.token, time.monotonic() + 30)
+    taken = await store.accept(
+        rec, consumer="c2", lease_ms=30_000, pending_ttl_ms=120_000, entry_id=entry, schedule_at_ms=None
+    )
+    assert (taken.verdict, taken.detail, taken.token) == ("cancel", "not needed", "2")
+    new = Lease("c2", taken.token, time.monotonic() + 30)
+
+    assert (await store.resolve(_cancelled(rec, old))).verdict == "stale"  # fencing still holds
+    assert (await store.resolve(_cancelled(rec, new))).verdict == "won"
+    assert (await store.resolve(_cancelled(rec, old))).verdict == "stale"
+    # Exactly one result, and it is the agent's cancel.
+    [raw] = await redis.lrange(reply_to, 0, -1)
+    assert json.loads(raw)["outcome"] == "cancelled"
+    loaded = await store.load(rec.tag, rec.ask_id)
+    assert loaded is not None and (loaded.state, loaded.outcome) == ("ended", "cancelled")
+    events = [(a.event, a.lease) for a in await store.read_audit(rec.tag, rec.ask_id)]
+    assert ("cancelled", "c2#2") in events and ("refused_stale", "c1#1") in events
+    # A delivery after the end finds it ended: nothing is posted, nothing pushed again.
+    again = await store.accept(
+        rec, consumer="c3", lease_ms=30_000, pending_ttl_ms=120_000, entry_id=entry, schedule_at_ms=None
+    )
+    assert again.verdict == "ended"
+    assert await redis.llen(reply_to) == 1
+
+
 # -- the gateway: time spent frozen -----------------------------------------------------------
 
 
@@ -234,6 +286,49 @@ async def test_a_pause_inside_the_post_hands_the_delivery_back_instead_of_ending
     [message] = await harness.posted(timeout=15)
     await harness.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:0")
     assert (await harness.result(env["reply_to"]))["outcome"] == "answered"
+
+
+async def test_an_early_cancel_whose_first_holder_froze_before_ending_it_is_ended_by_the_takeover(
+    harness: Harness,
+) -> None:
+    # End to end: the agent's cancel comes first; replica "frozen" reads the ask and its accept says
+    # `cancel` (token 1), then it freezes before its ending lands. The agent's retry of the ask is read
+    # by the live replica, which takes the delivery over: the ask ends cancelled (it was posted, and
+    # ended `timeout`, before the fix), and the frozen replica's ending, when it resumes, is refused.
+    store = harness.replicas[0].store
+    assert store is not None
+    env = harness.envelope(DEPLOY)
+    tag = slot_tag(env["reply_to"])
+    await harness.send(
+        {"v": 1, "ask_id": env["ask_id"], "reply_to": env["reply_to"], "reason": "done"}, "cancel"
+    )
+    tombstone = store.ask_keys(tag, env["ask_id"]).cancel
+    for _ in range(1000):  # bounded: the live replica remembers the cancel
+        if await harness.redis.exists(tombstone):
+            break
+        await asyncio.sleep(0.01)
+    built = build_record(
+        parse_ask_envelope(json.dumps(env)),
+        tag=tag,
+        created_ms=await store.server_time_ms(),
+        settings=harness.settings(),
+    )
+    assert isinstance(built, AskRecord)
+    first = await store.accept(
+        built, consumer="frozen", lease_ms=6_000, pending_ttl_ms=120_000, entry_id="1-0", schedule_at_ms=None
+    )
+    assert (first.verdict, first.token) == ("cancel", "1")  # ...and "frozen" stops here
+
+    await harness.send(env)  # the agent's retry; the live replica takes the delivery over
+    result = await harness.result(env["reply_to"])
+    assert (result["outcome"], result["ask_id"]) == ("cancelled", env["ask_id"])
+    # Resumed, the frozen replica's own ending is refused: fencing still holds for its lease.
+    stale = _cancelled(built, Lease("frozen", first.token, time.monotonic() + 6))
+    assert (await store.resolve(stale)).verdict == "stale"
+    assert await harness.no_more_results(env["reply_to"])
+    assert [m for m in harness.fake.messages("C0DEPLOY") if not m.thread_ts] == []  # never posted
+    events = [a.event for a in await store.read_audit(tag, env["ask_id"])]
+    assert events.count("cancelled") == 1 and "refused_stale" in events and "posted" not in events
 
 
 async def test_a_post_whose_lease_was_taken_over_meanwhile_is_withdrawn_and_its_entry_left_pending(

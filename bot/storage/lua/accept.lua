@@ -60,6 +60,16 @@ if state then
   end
   local tries = redis.call('HINCRBY', KEYS[1], 'tries', 1)
   redis.call('HSET', KEYS[1], 'owner', ARGV[4], 'lease_until', now + tonumber(ARGV[5]))
+  -- The agent's cancel that came first stays the verdict for every holder: the one before may
+  -- have frozen or died before its ending landed (then refused as stale), and that cancel is the
+  -- agent's, not a decision of the replica's that fencing may drop.
+  local cancelled = redis.call('HGET', KEYS[3], KEYS[4])
+  if cancelled then
+    redis.call('HSET', KEYS[1], 'lease_until', 0)
+    audit(KEYS[2], now, 'taken_over', ARGV[4], 'delivery attempt ' .. tries .. ', cancelled first',
+      tonumber(ARGV[6]), ARGV[4], ARGV[4] .. '#' .. tries)
+    return {'cancel', cancelled, '', tostring(tries)}
+  end
   local deadline = tonumber(redis.call('HGET', KEYS[1], 'deadline_ms') or '0') or 0
   if deadline > 0 and now >= deadline then
     -- The holder before froze or died past the deadline: the ask times out under this new lease
@@ -95,7 +105,8 @@ local reason = redis.call('HGET', KEYS[3], KEYS[4])
 -- Ending at once (cancelled first, or read after its deadline): nothing will be posted, so no
 -- delivery lease holds back the clean-up (finalize.lua).
 if reason then
-  redis.call('DEL', KEYS[3])
+  -- The tombstone is kept (it expires, set before the record, before the record does): should this
+  -- holder's ending be refused as stale, a takeover above reads the same cancel again.
   redis.call('HSET', KEYS[1], 'lease_until', 0)
   return {'cancel', reason, '', '1'}
 end
