@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
+from collections.abc import Awaitable, Callable
 from importlib import resources
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
@@ -446,3 +449,73 @@ async def test_an_ending_names_every_channel_the_ask_was_tracked_in_and_finalize
     # The id index gets the retention in finalize's round trip (the record's own lifetime now).
     assert 0 < int(await redis.pttl(store.keys.index(rec.ask_id))) <= 60_000
     assert await check_prefix(redis, prefix) == []
+
+
+class _Interleaving(Redis):
+    """A real client on which another replica's act runs once, just before the first command that
+    ``before`` picks: the store runs its commands one at a time on it (as on Redis Cluster, where any
+    other client's command may come between two of ours), so the race is hit every time."""
+
+    before: Callable[[tuple[Any, ...]], bool] | None = None
+    act: Callable[[], Awaitable[object]] | None = None
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        if self.before is not None and self.act is not None and self.before(args):
+            act, self.before, self.act = self.act, None, None
+            await act()
+        return await super().execute_command(*args, **options)
+
+
+_FINALIZE_SHA = hashlib.sha1(script_source("finalize").encode()).hexdigest()
+
+
+@pytest.mark.parametrize("before", ["finalize script", "timer removal"])
+async def test_a_copy_learned_again_while_finalize_runs_never_stays_in_its_channel(
+    redis: Redis, redis_url: str, store: Store, reply_to: str, prefix: str, before: str
+) -> None:
+    # A stray copy the record knows already, learned again from Slack's event after the end: it
+    # tracks its channel again and resets ``finalized``, but the message count does not change.
+    # Wherever it lands inside another replica's finalize, its channel member must go eventually:
+    # left by that finalize, or by the sweep its timer brings (a member without either stays).
+    rec = _record(reply_to)
+    await store.claim_index(rec.ask_id, rec.tag, 600_000)
+    await _accept(store, rec)
+    copy = PostedMessage(channel="C1", ts="1.1")
+    await store.posted(rec.tag, rec.ask_id, [copy], actor="c1", track_channel=True)
+    verdict = await store.resolve(Resolution(rec, "answered", _prefix_json(rec.ask_id), "U1", "answered", ""))
+    assert verdict.verdict == "won"
+    hooked = _Interleaving.from_url(redis_url, socket_timeout=60)
+    try:
+        other = Store(hooked, prefix, retention_ms=60_000)
+        other._cluster = True  # one command at a time, in order: the Redis Cluster path of Store._run
+        if before == "finalize script":
+            hooked.before = lambda args: args[:2] == ("EVALSHA", _FINALIZE_SHA)
+        else:
+            hooked.before = lambda args: args[0] == "ZREM"
+
+        async def learned() -> None:
+            state = await store.posted(
+                rec.tag, rec.ask_id, [copy], actor="c2", event="learned", track_channel=True, stray=True
+            )
+            assert state == "ended"
+
+        hooked.act = learned
+        await other.finalize(rec.tag, rec.ask_id, 1, channels=verdict.channels)
+        assert hooked.act is None  # the learned copy did land inside finalize
+    finally:
+        await hooked.aclose()
+    member = f"{rec.ask_id} {rec.tag}"
+    loaded = await store.load(rec.tag, rec.ask_id)
+    assert loaded is not None
+    if await store.asks_in_channel("C1"):
+        # Still tracked: then the ask is not finished and its timer brings the sweep that redraws it
+        # and leaves (Timers._on_due_loaded, run here by hand).
+        assert not loaded.finalized
+        assert await redis.zscore(store.keys.due, member) is not None
+        await store.finalize(rec.tag, rec.ask_id, len(loaded.messages))
+    assert await store.asks_in_channel("C1") == []
+    assert await redis.zscore(store.keys.due, member) is None
+    assert await check_prefix(redis, prefix) == []
+    entries = await redis.lrange(store.ask_keys(rec.tag, rec.ask_id).audit, 0, -1)
+    audit = [json.loads(e)["event"] for e in entries]
+    assert "learned_after_end" in audit

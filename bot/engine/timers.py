@@ -145,9 +145,8 @@ class Timers(Room):
                 )
             else:
                 # Finished: no timer is due for it, except the one a record that landed after the end
-                # set (Store.posted) for the channel member it added. Leave first, then the timer goes.
+                # set (Store.posted) for the channel member it added. It leaves, and the timer goes.
                 await self.store.leave_channels(rec)
-                await self.store.unschedule(ask_id, tag)
             return
         if loaded.state == "accepted":
             # Still being delivered by intake (or its replica died: reclaim handles that). Look later,

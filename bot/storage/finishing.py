@@ -57,26 +57,27 @@ class Finishing(TimerStore):
         known = list(channels) if channels is not None else [None] * len(asks)
         unknown = [(ask_id, tag) for (ask_id, tag, _), c in zip(asks, known, strict=True) if c is None]
         read = iter(await self._channels_of(unknown))
-        # Crash-safe order (a replica may die between any two round trips): the ended asks leave
-        # their channels first (a message recorded later tracks its channel again, and its own
-        # finalize leaves again; in one pipeline the SREMs run before the scripts); the clean-up
-        # timer goes only once the messages are marked done, so a death in between leaves a timer
-        # too many (harmless), never one too few.
-        steps: list[Step] = []
-        for (ask_id, tag, _), given in zip(asks, known, strict=True):
+        scripts: list[Step] = []
+        for ask_id, tag, updated in asks:
+            index = self.keys.index(ask_id)
+            scripts.append(self._script("finalize", [self.keys.for_ask(tag, ask_id).ask], [updated]))
+            scripts.append(lambda pipe, index=index: pipe.pexpire(index, self.retention_ms))  # type: ignore[misc]
+        await self.home_leave([(ask_id, tag) for ask_id, tag, _ in asks])  # and the people's Home tabs
+        replies = (await self._run(scripts))[::2]
+        # Crash-safe order (a replica may die between any two round trips): the channels are left
+        # and the clean-up timer goes only once the messages are marked done, so a death in between
+        # leaves a timer too many (it fires, finds the ask finished and leaves, Timers), never one too
+        # few. After the script, not before: a record landing after the end (Store.posted, a stray
+        # copy learned from Slack's event) tracks its channel before it resets ``finalized``; had it
+        # come between SREMs and the script, the script would find the count unchanged and call it
+        # done, and its member would stay for good.
+        leave: list[Step] = []
+        done_asks: list[tuple[str, str]] = []
+        for (ask_id, tag, _), given, raw in zip(asks, known, replies, strict=True):
             member = due_member(ask_id, tag)
             for channel in sorted(given if given is not None else next(read)):
                 key = self.keys.channel(channel)
-                steps.append(lambda pipe, key=key, member=member: pipe.srem(key, member))  # type: ignore[misc]
-        at = len(steps)
-        for ask_id, tag, updated in asks:
-            index = self.keys.index(ask_id)
-            steps.append(self._script("finalize", [self.keys.for_ask(tag, ask_id).ask], [updated]))
-            steps.append(lambda pipe, index=index: pipe.pexpire(index, self.retention_ms))  # type: ignore[misc]
-        await self.home_leave([(ask_id, tag) for ask_id, tag, _ in asks])  # and the people's Home tabs
-        replies = (await self._run(steps))[at::2]
-        done_asks: list[tuple[str, str]] = []
-        for (ask_id, tag, _), raw in zip(asks, replies, strict=True):
+                leave.append(lambda pipe, key=key, member=member: pipe.srem(key, member))  # type: ignore[misc]
             done = int(_s(raw[0]))
             if done == 0:
                 await self.schedule(ask_id, tag, 0)
@@ -85,17 +86,36 @@ class Finishing(TimerStore):
                 await self.schedule(ask_id, tag, int(_s(raw[1])))
             elif done == 1:
                 done_asks.append((ask_id, tag))
-        if done_asks:
-            await self._run([self._zrem_due(ask_id, tag) for ask_id, tag in done_asks])
+        await self._leave_and_unschedule(leave, done_asks)
 
     async def leave_channels(self, rec: AskRecord) -> None:
-        """An ended ask leaves the channel sets of its messages and of every channel it can post to (its
-        route, its escalation steps): a record refused after the end may have tracked one of those."""
+        """An ended and finished ask leaves the channel sets of its messages and of every channel it can
+        post to (its route, its escalation steps: a record refused after the end may have tracked one
+        of those), and its clean-up timer goes, in one round trip."""
         named = {rec.route.channel if rec.route else None, *(step.channel for step in rec.escalate)}
         [tracked] = await self._channels_of([(rec.ask_id, rec.tag)])
         member = due_member(rec.ask_id, rec.tag)
         keys = [self.keys.channel(channel) for channel in sorted(tracked | {c for c in named if c})]
-        await self._run([lambda pipe, key=key: pipe.srem(key, member) for key in keys])  # type: ignore[misc]
+        leave: list[Step] = [lambda pipe, key=key: pipe.srem(key, member) for key in keys]  # type: ignore[misc]
+        await self._leave_and_unschedule(leave, [(rec.ask_id, rec.tag)])
+
+    async def _leave_and_unschedule(self, leave: list[Step], done: Sequence[tuple[str, str]]) -> None:
+        """Run the ``leave`` SREMs and remove the timers of the ``done`` asks, reading each record after
+        its ZREM: a record that landed after the end meanwhile (``finalized`` 0 again: its channel
+        tracked again, a message maybe still to redraw) gets its timer back. Store.posted resets the
+        flag before it sets its own timer, so either it sets the timer after this ZREM or this read
+        sees the reset."""
+        steps = list(leave)
+        for ask_id, tag in done:
+            ask = self.keys.for_ask(tag, ask_id).ask
+            steps.append(self._zrem_due(ask_id, tag))
+            steps.append(lambda pipe, ask=ask: pipe.hmget(ask, ["state", "finalized"]))  # type: ignore[misc]
+        if not steps:
+            return
+        reads = (await self._run(steps))[len(leave) + 1 :: 2]
+        for (ask_id, tag), (state, finalized) in zip(done, reads, strict=True):
+            if _s(state or b"") == "ended" and _s(finalized or b"") != "1":
+                await self.schedule_in(ask_id, tag, self.finalize_after_ms)
 
     async def _channels_of(self, asks: Sequence[tuple[str, str]]) -> list[set[str]]:
         """The ``P:chan:<channel>`` sets each ask was tracked in: its messages' channels and its
