@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from redis.exceptions import RedisError
 
@@ -83,7 +84,10 @@ class Timers(Room):
         slots = asyncio.Semaphore(concurrency)
         await asyncio.gather(
             self._time_out_many(expired, slots, deadline),
-            *(self._bounded(slots, self._on_due_loaded(loaded, now_ms, deadline)) for loaded in rest),
+            *(
+                self._bounded(slots, functools.partial(self._on_due_loaded, loaded, now_ms, deadline))
+                for loaded in rest
+            ),
         )
 
     async def _time_out_many(
@@ -118,8 +122,14 @@ class Timers(Room):
                 noisy.append(
                     self._bounded(
                         slots,
-                        self.endings.finish_messages(
-                            rec, verdict.messages, verdict.result, None, priority="clear", deadline=deadline
+                        functools.partial(
+                            self.endings.finish_messages,
+                            rec,
+                            verdict.messages,
+                            verdict.result,
+                            None,
+                            priority="clear",
+                            deadline=deadline,
                         ),
                     )
                 )
@@ -128,9 +138,11 @@ class Timers(Room):
         await asyncio.gather(self.store.finalize_many(quiet), *noisy)
 
     @staticmethod
-    async def _bounded(slots: asyncio.Semaphore, work: Awaitable[None]) -> None:
+    async def _bounded(slots: asyncio.Semaphore, work: Callable[[], Awaitable[None]]) -> None:
+        # ``work`` is made only once a slot is free: a batch cancelled before (the replica stopping)
+        # leaves no coroutine that was never awaited (a RuntimeWarning, an error under pytest -W error).
         async with slots:
-            await work
+            await work()
 
     async def _on_due_loaded(self, loaded: LoadedAsk, now_ms: int, deadline: float) -> None:
         """A timer fired for an ask that is not timing out: finish an ended ask's messages (finalize
