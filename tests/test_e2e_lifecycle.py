@@ -280,9 +280,16 @@ async def test_refused_actions_are_in_the_audit_trail(harness: Harness) -> None:
     [message] = await harness.posted()
     await harness.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:0")
     await harness.fake.wait_for(lambda: harness.fake.ephemerals_for("U0ALICE"))
-    status = await harness.replicas[0].store.get_status(env["ask_id"])
-    assert status is not None and status.audit is not None
-    refused = [a for a in status.audit if a.event == "refused_not_allowed"]
+    # Told first, then audited (bot/engine/acts.py): the audit line may come just after the notice.
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10
+    while True:
+        status = await harness.replicas[0].store.get_status(env["ask_id"])
+        assert status is not None and status.audit is not None
+        refused = [a for a in status.audit if a.event == "refused_not_allowed"]
+        if refused or loop.time() > deadline:
+            break
+        await asyncio.sleep(0.05)
     assert refused and refused[0].by == "U0ALICE"
 
 
