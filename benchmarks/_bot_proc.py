@@ -7,17 +7,14 @@ Only entry points that every version of the bot has are used (``Settings``, ``Bo
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import multiprocessing as mp
 import os
 import time
 from multiprocessing.connection import Connection as Pipe
 from typing import Any
 
-from benchmarks._common import CountingConnection
+from benchmarks._common import Child, CountingConnection
 
 SECRET = "bench-secret"
-_CTX = mp.get_context("spawn")
 
 
 def _main(pipe: Pipe, settings: dict[str, Any], concurrency: int | None) -> None:
@@ -84,21 +81,14 @@ async def _bare(runtime: Any, n: int, concurrency: int, message: dict[str, Any])
     return n / (time.perf_counter() - started)
 
 
-class BotProc:
+class BotProc(Child):
     """One replica: ``start()`` spawns it and waits until it serves; ``call`` sends it a command."""
 
     def __init__(self, settings: dict[str, Any], *, concurrency: int | None = None) -> None:
+        super().__init__(_main, settings, concurrency)
         self.settings = settings
         self.concurrency = concurrency
-        self.pipe, child = _CTX.Pipe()
-        self.proc = _CTX.Process(target=_main, args=(child, settings, concurrency), daemon=True)
-        self.info: dict[str, Any] = {}
         self.spawn_to_ready_s = float("nan")
-
-    @property
-    def pid(self) -> int:
-        assert self.proc.pid is not None
-        return self.proc.pid
 
     @property
     def events_url(self) -> str:
@@ -106,31 +96,9 @@ class BotProc:
 
     async def start(self, within_s: float = 120) -> BotProc:
         began = time.time()
-        self.proc.start()
-        loop = asyncio.get_running_loop()
-        if not await loop.run_in_executor(None, self.pipe.poll, within_s):
-            raise RuntimeError(f"the bot process {self.pid} did not start within {within_s} s")
-        _, self.info = self.pipe.recv()
+        await self._spawn(within_s, "the bot process")
         self.spawn_to_ready_s = time.time() - began
         return self
-
-    async def call(self, command: str, arg: Any = None) -> Any:
-        self.pipe.send((command, arg))
-        return await asyncio.get_running_loop().run_in_executor(None, self.pipe.recv)
-
-    async def stop(self) -> None:
-        if self.proc.is_alive():
-            with contextlib.suppress(TimeoutError, EOFError, BrokenPipeError, OSError):
-                await asyncio.wait_for(self.call("stop"), timeout=30)
-        self.proc.join(timeout=10)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join(timeout=5)
-
-    def kill(self) -> None:
-        """SIGKILL: a crash, nothing finished or acknowledged."""
-        self.proc.kill()
-        self.proc.join(timeout=10)
 
 
 def bot_settings(

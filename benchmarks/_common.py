@@ -3,6 +3,9 @@ round trips, a process's CPU, percentiles, and the goal column printed beside ea
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import multiprocessing as mp
 import os
 import statistics
 from collections import Counter
@@ -16,6 +19,50 @@ from redis.asyncio.connection import Connection
 from bot.storage.embedded import EmbeddedRedis, redis_answers, start_embedded_redis
 
 KB = 1024
+
+SPAWN = mp.get_context("spawn")
+"""Child processes start from a fresh interpreter: nothing of the parent's loop or connections."""
+
+
+class Child:
+    """A benchmark's child process (a bot replica, the fake Slack) driven over a pipe: ``call`` sends
+    a command and waits for its answer; ``stop`` asks it to stop, then kills it if it will not."""
+
+    def __init__(self, target: Callable[..., None], *args: Any) -> None:
+        self.pipe, child = SPAWN.Pipe()
+        self.proc = SPAWN.Process(target=target, args=(child, *args), daemon=True)
+        self.info: dict[str, Any] = {}
+
+    @property
+    def pid(self) -> int:
+        assert self.proc.pid is not None
+        return self.proc.pid
+
+    async def _spawn(self, within_s: float, what: str) -> None:
+        """Start the process and wait for its first message, ``(ready, info)``."""
+        self.proc.start()
+        loop = asyncio.get_running_loop()
+        if not await loop.run_in_executor(None, self.pipe.poll, within_s):
+            raise RuntimeError(f"{what} (pid {self.pid}) did not start within {within_s} s")
+        _, self.info = self.pipe.recv()
+
+    async def call(self, command: str, arg: Any = None) -> Any:
+        self.pipe.send((command, arg))
+        return await asyncio.get_running_loop().run_in_executor(None, self.pipe.recv)
+
+    async def stop(self) -> None:
+        if self.proc.is_alive():
+            with contextlib.suppress(TimeoutError, EOFError, BrokenPipeError, OSError):
+                await asyncio.wait_for(self.call("stop"), timeout=30)
+        self.proc.join(timeout=10)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(timeout=5)
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, nothing finished or acknowledged."""
+        self.proc.kill()
+        self.proc.join(timeout=10)
 
 
 class CountingConnection(Connection):

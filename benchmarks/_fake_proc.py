@@ -8,9 +8,7 @@ and click every new post as soon as it lands (the recovery measurement).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import multiprocessing as mp
 import re
 import time
 from collections import Counter
@@ -20,8 +18,8 @@ from multiprocessing.connection import Connection as Pipe
 from typing import Any
 
 from benchmarks._bot_proc import SECRET
+from benchmarks._common import Child
 
-_CTX = mp.get_context("spawn")
 CHANNELS = {"C0BENCH": "bench", "C0KILL": "recovery"}
 USER = "U0ALICE"
 
@@ -210,33 +208,10 @@ def _main(pipe: Pipe, id_pattern: str) -> None:
     asyncio.run(run())
 
 
-class FakeProc:
+class FakeProc(Child):
     def __init__(self, id_pattern: str) -> None:
-        self.pipe, child = _CTX.Pipe()
-        self.proc = _CTX.Process(target=_main, args=(child, id_pattern), daemon=True)
-        self.info: dict[str, Any] = {}
-
-    @property
-    def pid(self) -> int:
-        assert self.proc.pid is not None
-        return self.proc.pid
+        super().__init__(_main, id_pattern)
 
     async def start(self) -> FakeProc:
-        self.proc.start()
-        loop = asyncio.get_running_loop()
-        if not await loop.run_in_executor(None, self.pipe.poll, 120):
-            raise RuntimeError("the fake Slack process did not start")
-        _, self.info = self.pipe.recv()
+        await self._spawn(120, "the fake Slack process")
         return self
-
-    async def call(self, command: str, arg: Any = None) -> Any:
-        self.pipe.send((command, arg))
-        return await asyncio.get_running_loop().run_in_executor(None, self.pipe.recv)
-
-    async def stop(self) -> None:
-        if self.proc.is_alive():
-            with contextlib.suppress(TimeoutError, EOFError, BrokenPipeError, OSError):
-                await asyncio.wait_for(self.call("stop"), timeout=30)
-        self.proc.join(timeout=10)
-        if self.proc.is_alive():
-            self.proc.kill()

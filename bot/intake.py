@@ -19,7 +19,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bot.engine import Engine
 from bot.errors import Deferred, NotReplicatedError
-from bot.loops import LoopHealth, log_failure, sleep_or_stop
+from bot.loops import LoopHealth, cancel_and_wait, log_failure, sleep_or_stop
 from bot.metrics import METRICS
 from bot.storage.store import Entry, Store
 
@@ -172,15 +172,18 @@ class Intake:
         """Ids of the entries parked for a busy channel."""
         return [entry.id for queue in self._waiting.values() for entry in queue]
 
-    def abort(self) -> None:
-        """Cancel every entry in flight (a crash, in tests): they stay pending for a reclaim."""
+    def abort(self) -> list[asyncio.Task[None]]:
+        """Cancel every entry in flight (a crash, in tests): they stay pending for a reclaim. Returns
+        the tasks cancelled (the entries' and the lease renewal's), for the caller to wait on."""
         for waker in self._wakers.values():
             waker.cancel()
         self._wakers.clear()
         self._waiting.clear()
-        for task in self._tasks:
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
-        self.engine.intake.leases.close()
+        renewal = self.engine.intake.leases.close()
+        return tasks if renewal is None else [*tasks, renewal]
 
     async def run(self, stop: asyncio.Event) -> None:
         self.reclaimer = asyncio.create_task(self._reclaim_loop(stop), name="reclaim")
@@ -212,17 +215,17 @@ class Intake:
                 self.health.ok()
                 await self._dispatch(entries)
         finally:
-            self.reclaimer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.reclaimer
-            # Entries set aside for a busy channel stay pending: another replica takes them over.
-            for waker in self._wakers.values():
-                waker.cancel()
-            self._wakers.clear()
-            self._waiting.clear()
-            if self._tasks:
-                await asyncio.gather(*self._tasks, return_exceptions=True)
-            self.engine.intake.leases.close()
+            try:
+                await cancel_and_wait(self.reclaimer)
+                # Entries set aside for a busy channel stay pending: another replica takes them over.
+                for waker in self._wakers.values():
+                    waker.cancel()
+                self._wakers.clear()
+                self._waiting.clear()
+                if self._tasks:
+                    await asyncio.gather(*self._tasks, return_exceptions=True)
+            finally:
+                self.engine.intake.leases.close()  # even when cancelled again while waiting above
 
     async def _reclaim_loop(self, stop: asyncio.Event) -> None:
         interval = max(self.reclaim_idle_ms / 2000, 0.05)

@@ -18,6 +18,7 @@ from bot.errors import SlackBusyError
 from bot.model import AskRecord, PostedMessage
 from bot.playground import Message
 from bot.slack.gateway import SlackGateway, make_client
+from bot.storage.check import check_prefix
 from bot.storage.keys import GROUP, slot_tag
 from bot.storage.store import Lease, Resolution, Store
 from contract import normalize_ask_request
@@ -146,6 +147,40 @@ async def test_a_takeover_adopts_a_live_copy_an_earlier_delivery_posted_instead_
     assert loaded is not None and loaded.state == "posted" and loaded.messages == [message]
     # Should c1 read Slack's answer after all, its record of that copy lands (nothing to withdraw).
     assert await store.posted(rec.tag, rec.ask_id, [message], actor="c1", lease=old) == "ok"
+
+
+async def test_a_stale_delivery_never_withdraws_the_copy_a_takeover_adopted(
+    store: Store, redis: Redis, reply_to: str
+) -> None:
+    # c1's lease ran out under its post: its record is refused as stale, and it sets out to withdraw
+    # its copy. Meanwhile Slack's event got that copy learned, and c2's takeover adopted it (posted,
+    # the entry acknowledged: nobody will post the ask again). c1's withdrawal, landing last, must
+    # leave the ask its one message (the pacing test's lost post on fakeredis: 59 of 60 posted).
+    rec = _record(reply_to)
+    old = await _accept(store, rec, "c1", lease_ms=1, entry="1-0")
+    await _redis_time_passes(store, 1)
+    message = PostedMessage(channel="C1", ts="1.1")
+    assert await store.posted(rec.tag, rec.ask_id, [message], actor="c1", lease=old) == "stale"
+    assert await store.posted(rec.tag, rec.ask_id, [message], actor="c3", event="learned", stray=True) == "ok"
+    verdict = await store.accept(
+        rec, consumer="c2", lease_ms=30_000, pending_ttl_ms=120_000, entry_id="1-0", schedule_at_ms=None
+    )
+    assert (verdict.verdict, verdict.detail) == ("posted", "adopted")
+    key = store.keys.for_ask(rec.tag, rec.ask_id).ask
+    before = await redis.hgetall(key)
+    assert await store.withdraw(rec.tag, rec.ask_id, [message], actor="c1", detail="stale") == "carries"
+    assert await redis.hgetall(key) == before  # nothing changed
+    loaded = await store.load(rec.tag, rec.ask_id)
+    assert loaded is not None and loaded.state == "posted" and loaded.messages == [message]
+    assert message not in {PostedMessage(channel=c, ts=t) for c, t in loaded.withdrawn}
+    problems = await check_prefix(redis, store.keys.prefix)
+    assert "posted_without_message" not in {p.kind for p in problems}, problems
+    # A second copy (c2 posted its own before the stray was learned) is still withdrawn as before.
+    second = PostedMessage(channel="C1", ts="1.2")
+    assert await store.posted(rec.tag, rec.ask_id, [second], actor="c3", event="learned", stray=True) == "ok"
+    assert await store.withdraw(rec.tag, rec.ask_id, [second], actor="c1", detail="stale") == "ok"
+    loaded = await store.load(rec.tag, rec.ask_id)
+    assert loaded is not None and loaded.messages == [message]
 
 
 async def test_a_takeover_by_a_replica_of_the_previous_version_fences_the_new_one_out(

@@ -577,6 +577,7 @@ async def test_the_check_command_reports_broken_invariants(harness: Harness) -> 
         ("no_timer", f"{p}:{{t}}:ask:orphan"),
         ("no_ttl", f"{p}:{{t}}:ask:orphan"),
         ("no_ttl", f"{p}:{{t}}:audit:orphan"),
+        ("posted_without_message", f"{p}:{{t}}:ask:orphan"),
         ("stale_channel_member", f"{p}:chan:C1"),
     ]
     for key in (f"{p}:id:ghost", f"{p}:{{t}}:ask:orphan", f"{p}:{{t}}:audit:orphan", f"{p}:chan:C1"):

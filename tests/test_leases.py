@@ -4,13 +4,14 @@ its lease runs out; a lease that ran out is never brought back (fencing still ho
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 
 import pytest
 from redis.asyncio import Redis
 
 from bot.model import AskRecord
-from bot.storage.keys import slot_tag
+from bot.storage.keys import GROUP, slot_tag
 from bot.storage.store import Store
 from contract import normalize_ask_request
 from tests.harness import Harness
@@ -114,11 +115,21 @@ async def test_a_replica_killed_mid_delivery_has_its_ask_taken_over_once_its_lea
             return dead.engine.intake.leases.renewals >= 1 or None
 
         await harness.fake.wait_for(renewed, timeout=10, what="the delivery's lease renewed")
-        await dead.kill()
+        await dead.kill()  # bounded: a task outliving its cancel is raised, with its stack
         lease_until = int(await harness.redis.hget(key, "lease_until") or 0)
         settings = harness.settings()
-        live = await harness.start_replica()
-        [message] = await harness.posted(timeout=30)
+        async with asyncio.timeout(10):
+            live = await harness.start_replica()
+        try:
+            [message] = await harness.posted(timeout=30)
+        except TimeoutError as exc:
+            # Why the live replica did not take over: the record, the audit and the stream's view.
+            record = await harness.redis.hgetall(key)
+            events = [a.event for a in await live.store.read_audit(tag, env["ask_id"])]
+            pending = await harness.redis.xpending_range(f"{harness.prefix}:asks", GROUP, "-", "+", 10)
+            raise AssertionError(
+                f"not taken over: {record=} {events=} {pending=} live={live.consumer}"
+            ) from exc
         await harness.fake.click("U0BOB", "C0DEPLOY", message.ts, "slack_ask:choose:0")
         assert (await harness.result(env["reply_to"]))["outcome"] == "answered"
         audit = await live.store.read_audit(tag, env["ask_id"])

@@ -358,13 +358,15 @@ async def test_a_refused_record_of_an_ended_ask_leaves_no_channel_member_behind(
     rec = _record(reply_to)
     await _accept(store, rec)
     gone, late = PostedMessage(channel="C2", ts="1.2"), PostedMessage(channel="C3", ts="1.3")
-    await store.posted(rec.tag, rec.ask_id, [gone], actor="c1", track_channel=True)
+    # (The ask keeps a message of its own: the one message of a posted ask is never withdrawn.)
+    kept = PostedMessage(channel="C1", ts="1.1")
+    await store.posted(rec.tag, rec.ask_id, [kept, gone], actor="c1", track_channel=True)
     assert await store.withdraw(rec.tag, rec.ask_id, [gone], actor="c1", detail="test") == "ok"
     ending = Resolution(
         rec, outcome="answered", result_prefix=_prefix_json(rec.ask_id), actor="U1", event="answered"
     )
     assert (await store.resolve(ending)).verdict == "won"
-    await store.finalize(rec.tag, rec.ask_id, 0)
+    await store.finalize(rec.tag, rec.ask_id, 1)
     assert not await redis.exists(store.keys.channel("C2"))
     learned = await store.posted(
         rec.tag, rec.ask_id, [gone], actor="c2", event="learned", track_channel=True, stray=True
@@ -374,7 +376,9 @@ async def test_a_refused_record_of_an_ended_ask_leaves_no_channel_member_behind(
     )
     assert (learned, stale) == ("withdrawn", "stale")
     assert await check_prefix(redis, prefix) == []
-    assert not await redis.exists(store.keys.channel("C2"), store.keys.channel("C3"))
+    assert not await redis.exists(
+        store.keys.channel("C1"), store.keys.channel("C2"), store.keys.channel("C3")
+    )
 
 
 async def test_every_key_of_an_ask_shares_the_slot_of_its_reply_to(prefix: str) -> None:

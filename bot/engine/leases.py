@@ -129,11 +129,13 @@ class LeaseKeeper:
         finally:
             self._held.discard(held)
 
-    def close(self) -> None:
-        """Stop renewing (the replica stops or crashes): held leases run out within one lease."""
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+    def close(self) -> asyncio.Task[None] | None:
+        """Stop renewing (the replica stops or crashes): held leases run out within one lease. Returns
+        the renewal task just cancelled, if any."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+        return task
 
     async def _renew_loop(self) -> None:
         # Lives while leases are held: a replica with no delivery in flight does nothing.

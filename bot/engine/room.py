@@ -65,14 +65,18 @@ class Room:
         for the delete nor a record or a learned stray arriving late ever takes it for the ask's.
 
         True once the mark is written (the copy is no longer the ask's, even if Slack then refuses
-        the delete). False when Redis did not take the mark: nothing is deleted, and the copy stays
-        a message of the ask (recorded, it is redrawn at the end), since a copy deleted without its
-        mark could be taken for a person's delete and dismiss the ask. A NotReplicatedError means
-        the mark is on the master, which every replica reads: the copy is deleted."""
+        the delete). False when the copy is all a posted or ended ask has (a takeover adopted it): it
+        stays, as the ask's message. False when Redis did not take the mark: nothing is deleted, and
+        the copy stays a message of the ask (recorded, it is redrawn at the end), since a copy
+        deleted without its mark could be taken for a person's delete and dismiss the ask. A
+        NotReplicatedError means the mark is on the master, which every replica reads: the copy is
+        deleted."""
         try:
-            await self.store.withdraw(rec.tag, rec.ask_id, [message], actor=self.consumer, detail=why)
+            marked = await self.store.withdraw(
+                rec.tag, rec.ask_id, [message], actor=self.consumer, detail=why
+            )
         except NotReplicatedError:
-            pass
+            marked = "ok"
         except RedisError as exc:
             log.warning(
                 "could not mark %s/%s of %s withdrawn (%s): it is not deleted",
@@ -81,6 +85,10 @@ class Room:
                 rec.ask_id,
                 exc,
             )
+            return False
+        if marked == "carries":
+            # A takeover adopted this very copy (learned from Slack's event): it is the ask's message.
+            log.info("%s/%s carries %s now: kept, not withdrawn", message.channel, message.ts, rec.ask_id)
             return False
         await self.delete_withdrawn(message)
         return True

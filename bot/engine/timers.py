@@ -16,6 +16,7 @@ from bot.engine.home import quietly
 from bot.engine.room import Room, Shared, lease_deadline
 from bot.errors import SlackBusyError, SlackError
 from bot.logs import bind_ask_id
+from bot.loops import cancel_and_wait
 from bot.metrics import METRICS
 from bot.model import AskRecord, PostedMessage
 from bot.storage.store import LoadedAsk, Resolution
@@ -207,9 +208,7 @@ class Timers(Room):
         try:
             yield
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
 
     async def _escalate(
         self, loaded: LoadedAsk, step: int, how: EscalationStep, now_ms: int, deadline: float | None

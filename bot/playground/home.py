@@ -159,15 +159,14 @@ class HomeTabs:
         blocks = list(shown.get("blocks") or [])
         where = f"the Home tab of {user_id}"
         found = payloads.find_element(blocks, action_id, block_id=block_id, value=value, where=where)
-        entered: dict[str, dict[str, JSON]] = {}
-        action = payloads.click(
-            found, blocks, entered, value=value, values=None, action_ts=self.state.next_ts()
-        )
-        payload = payloads.block_actions_payload(
+        payload = payloads.click_payload(
             self.state,
             user=user,
-            actions=[action],
-            state=payloads.state_values(blocks, entered),
+            found=found,
+            blocks=blocks,
+            entered={},
+            value=value,
+            values=None,
             trigger_id=self.issue_trigger(user.id),
             container={"type": "view", "view_id": shown.get("id", "")},
             view=shown,

@@ -410,6 +410,39 @@ def channel_ref(channel: Channel) -> JSON:
     return {"id": channel.id, "name": "directmessage" if channel.is_im else channel.name}
 
 
+def click_payload(
+    ws: Workspace,
+    *,
+    user: User,
+    found: Element,
+    blocks: Sequence[JSON],
+    entered: dict[str, dict[str, JSON]],
+    value: str | None,
+    values: Iterable[str] | None,
+    trigger_id: str,
+    container: JSON,
+    response_url: str | None = None,
+    channel: Channel | None = None,
+    message: JSON | None = None,
+    view: JSON | None = None,
+) -> JSON:
+    """The `block_actions` payload of one click on `found` in `blocks` (a message or a view), its new
+    state put into `entered` first, as Slack sends it with the surface's state after the click."""
+    action = click(found, blocks, entered, value=value, values=values, action_ts=ws.next_ts())
+    return block_actions_payload(
+        ws,
+        user=user,
+        actions=[action],
+        state=state_values(blocks, entered),
+        trigger_id=trigger_id,
+        container=container,
+        response_url=response_url,
+        channel=channel,
+        message=message,
+        view=view,
+    )
+
+
 def block_actions_payload(
     ws: Workspace,
     *,

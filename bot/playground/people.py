@@ -171,14 +171,14 @@ class People:
             msg = f"{found.describe()} is an input without dispatch_action: Slack sends nothing; use enter()"
             raise FakeSlackError(msg)
         draft = self.state.drafts.setdefault(draft_key(user_id, found_channel.id, ts), {})
-        action = payloads.click(
-            found, blocks, draft, value=value, values=values, action_ts=self.state.next_ts()
-        )
-        payload = payloads.block_actions_payload(
+        payload = payloads.click_payload(
             self.state,
             user=user,
-            actions=[action],
-            state=payloads.state_values(blocks, draft),
+            found=found,
+            blocks=blocks,
+            entered=draft,
+            value=value,
+            values=values,
             trigger_id=self.issue_trigger(user_id),
             container={
                 "type": "message",

@@ -20,7 +20,6 @@ the gateway reads status, headers and body itself, so no body shape can escape t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import random
@@ -33,6 +32,7 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import SlackAuthError, SlackBusyError, SlackError, SlackPermanentError, SlackUnreachableError
+from bot.loops import cancel_and_wait
 from bot.model import Target
 from bot.slack.deadline import Deadline
 from bot.slack.deadline import at as _at
@@ -91,9 +91,7 @@ class _FreezeWatch:
 
     async def __aexit__(self, *_: object) -> None:
         assert self._task is not None
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        await cancel_and_wait(self._task)
 
 
 def make_client(token: str, base_url: str, *, timeout: int = 15) -> AsyncWebClient:

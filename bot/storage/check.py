@@ -7,6 +7,7 @@ What must hold (bot/storage/keys.py documents the keys):
 - every key of the bot has its type (``P:asks`` a stream, ``P:due`` a zset, an ask record a hash, ...);
 - every key but the shared ``P:asks``, ``P:dead`` and ``P:due`` has a TTL;
 - a pending ask has a timer (every ask has a deadline), and a pending Workflow Builder step its next look;
+- a posted ask has a message (nobody posts it again: without one it would wait unseen);
 - no timer is left for an ask that ended and whose messages are finished;
 - no stream entry stays pending longer than the reclaim idle time;
 - a ``P:chan`` member is an ask that can still be dismissed (not ended and finished, not gone);
@@ -35,8 +36,9 @@ _BATCH = 500
 @dataclass(frozen=True, slots=True)
 class Problem:
     kind: str
-    """``wrong_type``, ``no_ttl``, ``no_timer``, ``stale_timer``, ``stuck_entry``, ``stale_channel_member``,
-    ``index_without_record``, ``stale_home_row``, ``missing_home_row``."""
+    """``wrong_type``, ``no_ttl``, ``no_timer``, ``stale_timer``, ``posted_without_message``,
+    ``stuck_entry``, ``stale_channel_member``, ``index_without_record``, ``stale_home_row``,
+    ``missing_home_row``."""
     key: str
     detail: str
 
@@ -114,14 +116,17 @@ async def check_prefix(
 
     # Asks and their timers.
     pairs = sorted(records)
-    states = await _pipelined(redis, [("hmget", (records[p], "state", "finalized")) for p in pairs])
+    states = await _pipelined(redis, [("hmget", (records[p], "state", "finalized", "msgs")) for p in pairs])
     scores = await _pipelined(redis, [("zscore", (keys.due, due_member(a, t))) for a, t in pairs])
     state_of: dict[tuple[str, str], tuple[str, bool]] = {}
     for pair, fields, score in zip(pairs, states, scores, strict=True):
         if isinstance(fields, Exception):
             continue
-        state, finalized = (_s(f) if f is not None else "" for f in fields)
+        state, finalized, msgs = (_s(f) if f is not None else "" for f in fields)
         state_of[pair] = (state, finalized == "1")
+        if state == "posted" and msgs in ("", "[]"):
+            # Nobody posts a posted ask again: one without a message waits unseen until its deadline.
+            problems.append(Problem("posted_without_message", records[pair], "is posted but has no message"))
         if state in ("accepted", "posted") and score is None:
             problems.append(Problem("no_timer", records[pair], f"is {state} but has no timer in {keys.due}"))
         if state == "ended" and finalized == "1" and score is not None:

@@ -4,8 +4,8 @@ timer removed and its id index given the record's ended lifetime."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from bot.model import AskRecord
 from bot.storage.base import Step
@@ -21,7 +21,14 @@ class Finishing(TimerStore):
 
     if TYPE_CHECKING:  # from HomeIndex, the other half of Store
 
-        async def home_leave(self, asks: Sequence[tuple[str, str]]) -> None: ...
+        def _home_people_steps(self, asks: Sequence[tuple[str, str]]) -> list[Step]: ...
+
+        @staticmethod
+        def _home_people_parse(raws: Sequence[Iterable[object]]) -> list[tuple[list[str], list[str]]]: ...
+
+        def _home_leave_steps(
+            self, asks: Sequence[tuple[str, str]], people: Sequence[tuple[list[str], list[str]]]
+        ) -> list[Step]: ...
 
     async def track_channel(self, channel: str, ask_id: str, tag: str) -> None:
         await self._run(self._track(self.keys.channel(channel), due_member(ask_id, tag)))
@@ -56,14 +63,19 @@ class Finishing(TimerStore):
             return
         known = list(channels) if channels is not None else [None] * len(asks)
         unknown = [(ask_id, tag) for (ask_id, tag, _), c in zip(asks, known, strict=True) if c is None]
-        read = iter(await self._channels_of(unknown))
+        read = iter((await self._channels_of(unknown))[0])
         scripts: list[Step] = []
         for ask_id, tag, updated in asks:
             index = self.keys.index(ask_id)
             scripts.append(self._script("finalize", [self.keys.for_ask(tag, ask_id).ask], [updated]))
             scripts.append(lambda pipe, index=index: pipe.pexpire(index, self.retention_ms))  # type: ignore[misc]
-        await self.home_leave([(ask_id, tag) for ask_id, tag, _ in asks])  # and the people's Home tabs
-        replies = (await self._run(scripts))[::2]
+        # The people whose Home tabs hold the asks are read in the same round trip; their rows go
+        # with the channels, once the messages are marked done (bot/storage/home_index.py).
+        pairs = [(ask_id, tag) for ask_id, tag, _ in asks]
+        home_reads = self._home_people_steps(pairs)
+        answers = await self._run([*scripts, *home_reads])
+        replies = answers[: len(scripts)][::2]
+        people = self._home_people_parse(answers[len(scripts) :])
         # Crash-safe order (a replica may die between any two round trips): the channels are left
         # and the clean-up timer goes only once the messages are marked done, so a death in between
         # leaves a timer too many (it fires, finds the ask finished and leaves, Timers), never one too
@@ -71,7 +83,7 @@ class Finishing(TimerStore):
         # copy learned from Slack's event) tracks its channel before it resets ``finalized``; had it
         # come between SREMs and the script, the script would find the count unchanged and call it
         # done, and its member would stay for good.
-        leave: list[Step] = []
+        leave: list[Step] = self._home_leave_steps(pairs, people)
         done_asks: list[tuple[str, str]] = []
         for (ask_id, tag, _), given, raw in zip(asks, known, replies, strict=True):
             member = due_member(ask_id, tag)
@@ -93,11 +105,14 @@ class Finishing(TimerStore):
         post to (its route, its escalation steps: a record refused after the end may have tracked one
         of those), and its clean-up timer goes, in one round trip."""
         named = {rec.route.channel if rec.route else None, *(step.channel for step in rec.escalate)}
-        [tracked] = await self._channels_of([(rec.ask_id, rec.tag)])
+        pair = [(rec.ask_id, rec.tag)]
+        # The Home tabs' rows go too: a replica that died between finalize's two round trips left them.
+        [tracked], people = await self._channels_of(pair, also=self._home_people_steps(pair))
         member = due_member(rec.ask_id, rec.tag)
         keys = [self.keys.channel(channel) for channel in sorted(tracked | {c for c in named if c})]
         leave: list[Step] = [lambda pipe, key=key: pipe.srem(key, member) for key in keys]  # type: ignore[misc]
-        await self._leave_and_unschedule(leave, [(rec.ask_id, rec.tag)])
+        leave.extend(self._home_leave_steps(pair, self._home_people_parse(people)))
+        await self._leave_and_unschedule(leave, pair)
 
     async def _leave_and_unschedule(self, leave: list[Step], done: Sequence[tuple[str, str]]) -> None:
         """Run the ``leave`` SREMs and remove the timers of the ``done`` asks, reading each record after
@@ -117,15 +132,19 @@ class Finishing(TimerStore):
             if _s(state or b"") == "ended" and _s(finalized or b"") != "1":
                 await self.schedule_in(ask_id, tag, self.finalize_after_ms)
 
-    async def _channels_of(self, asks: Sequence[tuple[str, str]]) -> list[set[str]]:
+    async def _channels_of(
+        self, asks: Sequence[tuple[str, str]], *, also: Sequence[Step] = ()
+    ) -> tuple[list[set[str]], list[Any]]:
         """The ``P:chan:<channel>`` sets each ask was tracked in: its messages' channels and its
         withdrawn copies' (tracked when they were posted, too). Those sets hold only asks an archived
-        conversation could still dismiss, so a finished ask leaves them all."""
-        if not asks:
-            return []
+        conversation could still dismiss, so a finished ask leaves them all. ``also``: more reads
+        for the same round trip, whose answers come second."""
+        if not asks and not also:
+            return [], []
         keys = [self.keys.for_ask(tag, ask_id).ask for ask_id, tag in asks]
         raws = await self._run(
-            [lambda pipe, key=key: pipe.hmget(key, ["msgs", "withdrawn"]) for key in keys],  # type: ignore[misc]
+            [*(lambda pipe, key=key: pipe.hmget(key, ["msgs", "withdrawn"]) for key in keys), *also],
             confirm=False,
         )
-        return [tracked_channels(msgs, withdrawn) for msgs, withdrawn in raws]
+        tracked = [tracked_channels(msgs, withdrawn) for msgs, withdrawn in raws[: len(keys)]]
+        return tracked, list(raws[len(keys) :])

@@ -83,8 +83,16 @@ class HomeIndex(StoreBase):
 
     async def _home_people_of(self, asks: Sequence[tuple[str, str]]) -> list[tuple[list[str], list[str]]]:
         """``home_people`` of many asks in one round trip."""
+        raws = await self._run(self._home_people_steps(asks), confirm=False)
+        return self._home_people_parse(raws)
+
+    def _home_people_steps(self, asks: Sequence[tuple[str, str]]) -> list[Step]:
+        """The reads of ``_home_people_of``, for a caller to run in a round trip it makes anyway."""
         keys = [self.keys.for_ask(tag, ask_id).home for ask_id, tag in asks]
-        raws = await self._run([lambda pipe, key=key: pipe.smembers(key) for key in keys], confirm=False)  # type: ignore[misc]
+        return [lambda pipe, key=key: pipe.smembers(key) for key in keys]  # type: ignore[misc]
+
+    @staticmethod
+    def _home_people_parse(raws: Sequence[Iterable[object]]) -> list[tuple[list[str], list[str]]]:
         out: list[tuple[list[str], list[str]]] = []
         for raw in raws:
             members = sorted(_s(m) for m in raw)
@@ -96,22 +104,31 @@ class HomeIndex(StoreBase):
             )
         return out
 
-    async def home_leave(self, asks: Sequence[tuple[str, str]]) -> None:
-        """Ended asks leave every index they are in (their own set says whose); those people's tabs
-        are published again. The own set stays (to its TTL): a repeat finds nothing left to take out.
-        One round trip for asks nobody's tab holds (most: channel asks without responders)."""
-        if not asks:
-            return
+    def _home_leave_steps(
+        self, asks: Sequence[tuple[str, str]], people: Sequence[tuple[list[str], list[str]]]
+    ) -> list[Step]:
+        """The writes of ``home_leave`` once its people are known: the rows out, the tabs due."""
         steps: list[Step] = []
         touched: set[str] = set()
-        for (ask_id, tag), (waiting, asked) in zip(asks, await self._home_people_of(asks), strict=True):
+        for (ask_id, tag), (waiting, asked) in zip(asks, people, strict=True):
             member = due_member(ask_id, tag)
             keys = [self.keys.home_waiting(u) for u in waiting] + [self.keys.home_asked(u) for u in asked]
             steps.extend(lambda pipe, key=key, m=member: pipe.zrem(key, m) for key in keys)  # type: ignore[misc]
             touched.update(waiting, asked)
+        if touched:
+            steps.append(self._home_touch_step(sorted(touched)))
+        return steps
+
+    async def home_leave(self, asks: Sequence[tuple[str, str]]) -> None:
+        """Ended asks leave every index they are in (their own set says whose); those people's tabs
+        are published again. The own set stays (to its TTL): a repeat finds nothing left to take out.
+        One round trip for asks nobody's tab holds (most: channel asks without responders).
+        (``finalize_many`` makes the same two steps inside its own round trips.)"""
+        if not asks:
+            return
+        steps = self._home_leave_steps(asks, await self._home_people_of(asks))
         if steps:
             await self._run(steps, confirm=False)
-        await self.home_touch_users(sorted(touched))
 
     async def home_holds(self, user: str, tag: str, ask_id: str) -> bool:
         """Whether the person's "Waiting for you" index holds the ask."""
@@ -169,25 +186,28 @@ class HomeIndex(StoreBase):
     async def home_changed(self, tag: str, ask_id: str, *, answered_by: str | None = None) -> None:
         """The ask changed (ended, voted on, a step reached): every tab showing it is to be published
         again; ``answered_by``: the person whose act it was, whose "Recently answered by you" gets it
-        first. Two round trips."""
-        waiting, asked = await self.home_people(tag, ask_id)
-        people = sorted({*waiting, *asked, *([answered_by] if answered_by else [])})
-        steps: list[Step] = []
+        first. One round trip when nobody else's tab holds the ask (a channel ask without
+        responders), else two."""
+        steps = self._home_people_steps([(ask_id, tag)])
         if answered_by is not None:
             key = self.keys.home_recent(answered_by)
             member = due_member(ask_id, tag)
             steps.append(self._script("home_recent", [key], [member, RECENT_MAX, self._person_ttl_ms()]))
-        if people:
-            keys = [self.keys.home_opened, self.keys.home_dirty]
-            steps.append(self._script("home_touch", keys, [HOME_COALESCE_MS, *people]))
-        if steps:
-            await self._run(steps, confirm=False)
+            steps.append(self._home_touch_step([answered_by]))
+        replies = await self._run(steps, confirm=False)
+        [(waiting, asked)] = self._home_people_parse(replies[:1])
+        others = sorted({*waiting, *asked} - {answered_by})
+        if others:
+            await self.home_touch_users(others)
+
+    def _home_touch_step(self, users: Sequence[str], delay_ms: int = HOME_COALESCE_MS) -> Step:
+        keys = [self.keys.home_opened, self.keys.home_dirty]
+        return self._script("home_touch", keys, [delay_ms, *users])
 
     async def home_touch_users(self, users: Sequence[str], *, delay_ms: int = HOME_COALESCE_MS) -> None:
         """These people's tabs are to be published again (only those who opened it: ``home_touch.lua``)."""
         if users:
-            keys = [self.keys.home_opened, self.keys.home_dirty]
-            await self._run([self._script("home_touch", keys, [delay_ms, *users])], confirm=False)
+            await self._run([self._home_touch_step(users, delay_ms)], confirm=False)
 
     async def home_opened(self, user: str, *, delay_ms: int) -> None:
         keys = [self.keys.home_opened, self.keys.home_dirty]

@@ -249,7 +249,9 @@ class Store(Finishing, HomeIndex):
     ) -> str:
         """Mark ``messages`` withdrawn (``withdraw.lua``): taken out of the ask's messages, and never
         recorded again nor taken for the ask's by a delete event. The bot calls this before it deletes
-        a copy of its own from Slack, never after. ``ok``, or ``missing`` when the ask is gone."""
+        a copy of its own from Slack, never after. ``ok``; ``missing`` when the ask is gone; ``carries``
+        when the copies are all a posted or ended ask has (adopted by a takeover): nothing changed,
+        and they must stay in Slack."""
         k = self.ask_keys(tag, ask_id)
         payload = json.dumps([{"channel": m.channel, "ts": m.ts} for m in messages])
         [reply] = await self._run([self._script("withdraw", [k.ask, k.audit], [payload, actor, detail])])

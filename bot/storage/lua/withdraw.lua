@@ -3,9 +3,24 @@
 -- (posted.lua: a retried record, a learned stray) takes one for the ask's messages again.
 -- KEYS[1] ask hash, KEYS[2] audit list
 -- ARGV[1] JSON list of messages ({channel, ts}), ARGV[2] actor, ARGV[3] detail
--- Returns {'ok'}, or {'missing'} when there is no record (nothing can take them for the ask's).
-if not redis.call('HGET', KEYS[1], 'state') then return {'missing'} end
-withdraw(KEYS[1], cjson.decode(ARGV[1]))
+-- Returns {'ok'}, {'missing'} when there is no record (nothing can take them for the ask's), or
+-- {'carries'} when nothing changed because the copies are all the ask has in a posted or ended ask:
+-- a takeover adopted the copy (learned from Slack's event) after its own delivery was refused as
+-- stale, so deleting it would leave the ask with no message and nobody to post one.
+local f = redis.call('HMGET', KEYS[1], 'state', 'msgs')
+local state = f[1]
+if not state then return {'missing'} end
+local gone = cjson.decode(ARGV[1])
+if state ~= 'accepted' then
+  local leaving = {}
+  for _, m in ipairs(gone) do leaving[m.channel .. ' ' .. m.ts] = true end
+  local kept, taken = 0, 0
+  for _, m in ipairs(cjson.decode(f[2] or '[]')) do
+    if leaving[m.channel .. ' ' .. m.ts] then taken = taken + 1 else kept = kept + 1 end
+  end
+  if taken > 0 and kept == 0 then return {'carries'} end
+end
+withdraw(KEYS[1], gone)
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then ttl = 86400000 end
 audit(KEYS[2], now_ms(), 'withdrawn', ARGV[2], ARGV[3], ttl)
