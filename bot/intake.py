@@ -19,9 +19,10 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bot.engine import Engine
 from bot.errors import Deferred, NotReplicatedError
-from bot.loops import LoopHealth, cancel_and_wait, log_failure, sleep_or_stop
+from bot.loops import LoopHealth, log_failure, sleep_or_stop
 from bot.metrics import METRICS
 from bot.storage.store import Entry, Store
+from bot.tasks import cancel_and_wait
 
 _REDIS_AWAY = (
     NotReplicatedError,

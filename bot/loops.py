@@ -9,11 +9,10 @@ import logging
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any
 
 from redis.exceptions import RedisError
 
-__all__ = ["LoopHealth", "cancel_and_wait", "describe_failure", "log_failure", "sleep_or_stop"]
+__all__ = ["LoopHealth", "describe_failure", "log_failure", "sleep_or_stop"]
 
 BACKOFF_MIN_S = 0.1
 BACKOFF_MAX_S = 5.0
@@ -70,15 +69,7 @@ class LoopHealth:
 
 
 async def sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    # asyncio.timeout, not wait_for: Python 3.11's wait_for can lose a cancel (CPython gh-86296).
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=seconds)
-
-
-async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
-    """Cancel a helper task and wait for it to end. Unlike ``task.cancel()`` followed by ``await task``
-    under ``suppress(CancelledError)``, a cancel of the caller itself that arrives meanwhile is not
-    swallowed: it propagates (``asyncio.wait`` never raises the task's own outcome)."""
-    task.cancel()
-    await asyncio.wait([task])
-    if not task.cancelled():
-        task.exception()  # retrieved (a helper's failure was logged where it happened)
+        async with asyncio.timeout(seconds):
+            await stop.wait()

@@ -8,10 +8,10 @@ import random
 
 from redis.asyncio import Redis
 
-from bot.loops import cancel_and_wait
 from bot.runtime import _end_tasks
 from bot.storage.connection import connect
 from bot.storage.store import Store
+from bot.tasks import cancel_and_wait
 
 
 async def test_loops_making_redis_calls_always_end_when_cancelled(redis_url: str, prefix: str) -> None:
@@ -33,7 +33,7 @@ async def test_loops_making_redis_calls_always_end_when_cancelled(redis_url: str
         for _ in range(60):
             tasks = [asyncio.create_task(loop(), name=f"loop-{i}") for i in range(4)]
             await asyncio.sleep(rng.uniform(0, 0.01))
-            await _end_tasks(tasks, grace_s=0, what="test")  # raises, with stacks, if one runs on
+            await _end_tasks(tasks, grace_s=0, what="test", strict=True)  # raises if one runs on
             assert all(task.done() for task in tasks)
     finally:
         await client.aclose()

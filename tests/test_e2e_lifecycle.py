@@ -142,8 +142,6 @@ async def test_escalation_posts_to_the_next_channel_mentioning_the_user_group(ha
     await harness.ended("C0INCIDENT", second.ts)
 
 
-# Alone (serial): under four workers on fakeredis it ran past pytest's 60 s once (it passes alone).
-@pytest.mark.serial
 async def test_a_replica_killed_during_escalation_lets_another_finish_it(harness: Harness) -> None:
     first = harness.replicas[0]
     env = harness.envelope(

@@ -65,6 +65,7 @@ IO_SHELL = (
     "bot.sweeper",
     "bot.step_loop",
     "bot.loops",
+    "bot.tasks",
     "bot.app",
     "bot.runtime",
     "bot.client",

@@ -16,10 +16,10 @@ from bot.engine.home import quietly
 from bot.engine.room import Room, Shared, lease_deadline
 from bot.errors import SlackBusyError, SlackError
 from bot.logs import bind_ask_id
-from bot.loops import cancel_and_wait
 from bot.metrics import METRICS
 from bot.model import AskRecord, PostedMessage
 from bot.storage.store import LoadedAsk, Resolution
+from bot.tasks import cancel_and_wait
 from contract.envelopes import EscalationStep
 
 __all__ = ["Timers", "place"]

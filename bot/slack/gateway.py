@@ -32,11 +32,11 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import SlackAuthError, SlackBusyError, SlackError, SlackPermanentError, SlackUnreachableError
-from bot.loops import cancel_and_wait
 from bot.model import Target
 from bot.slack.deadline import Deadline
 from bot.slack.deadline import at as _at
 from bot.slack.pacing import Pacer, Priority
+from bot.tasks import cancel_and_wait
 
 __all__ = ["TRANSIENT_ERRORS", "SlackGateway", "make_client", "permalink_for"]
 
