@@ -17,7 +17,7 @@ from redis.crc import key_slot
 from bot import results
 from bot.model import AskRecord, PostedMessage
 from bot.storage.check import check_prefix
-from bot.storage.keys import Keys, slot_tag
+from bot.storage.keys import Keys, due_member, slot_tag
 from bot.storage.scripts import SCRIPT_NAMES, script_source
 from bot.storage.store import Lease, Resolution, Store, iso_ms
 from contract import normalize_ask_request
@@ -508,7 +508,7 @@ async def test_a_copy_learned_again_while_finalize_runs_never_stays_in_its_chann
         assert hooked.act is None  # the learned copy did land inside finalize
     finally:
         await hooked.aclose()
-    member = f"{rec.ask_id} {rec.tag}"
+    member = due_member(rec.ask_id, rec.tag)
     loaded = await store.load(rec.tag, rec.ask_id)
     assert loaded is not None
     if await store.asks_in_channel("C1"):
@@ -523,3 +523,23 @@ async def test_a_copy_learned_again_while_finalize_runs_never_stays_in_its_chann
     entries = await redis.lrange(store.ask_keys(rec.tag, rec.ask_id).audit, 0, -1)
     audit = [json.loads(e)["event"] for e in entries]
     assert "learned_after_end" in audit
+
+
+async def test_the_clean_up_timer_of_a_finished_ask_takes_its_home_rows_out(
+    store: Store, redis: Redis, reply_to: str
+) -> None:
+    # A replica that died between finalize's two round trips left the messages done but the Home
+    # rows in place; the clean-up timer's sweep (leave_channels) takes them out with the channels.
+    rec = _record(reply_to)
+    await _accept(store, rec)
+    await store.home_index(rec.ask_id, rec.tag, None, waiting=["U1"], asked="U2")
+    await store.posted(rec.tag, rec.ask_id, [PostedMessage(channel="C1", ts="1.1")], actor="c1")
+    ending = Resolution(
+        rec, outcome="answered", result_prefix=_prefix_json(rec.ask_id), actor="U1", event="answered"
+    )
+    assert (await store.resolve(ending)).verdict == "won"
+    member = due_member(rec.ask_id, rec.tag)
+    assert await redis.zscore(store.keys.home_waiting("U1"), member) is not None
+    await store.leave_channels(rec)
+    assert await redis.zscore(store.keys.home_waiting("U1"), member) is None
+    assert await redis.zscore(store.keys.home_asked("U2"), member) is None
