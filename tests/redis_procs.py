@@ -367,6 +367,7 @@ class TcpProxy:
     async def _pipe(
         self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, client: asyncio.StreamWriter
     ) -> None:
+        ended = False  # the source said all it will say (EOF), rather than failing
         try:
             while data := await src.read(65536):
                 if client in self.frozen:
@@ -382,10 +383,18 @@ class TcpProxy:
                     await self._flowing.wait()  # held; the rest waits in the socket's buffer
                 dst.write(data)
                 await dst.drain()
+            ended = True
         except (OSError, asyncio.CancelledError):
             pass
         finally:
-            dst.close()
+            if ended and dst is not client and dst.can_write_eof() and not dst.is_closing():
+                # A client that closed after its last command: Redis still runs every command it
+                # got (a real server reads the whole buffer first), so only the FIN goes on; Redis
+                # closes its side once done, which ends the other pipe. Closing here would cut
+                # fakeredis's server off mid-pipeline (it stops at the first reply it cannot send).
+                dst.write_eof()
+            else:
+                dst.close()
 
     def cut(self) -> None:
         self.refusing = True

@@ -301,9 +301,6 @@ async def test_the_same_click_delivered_twice_is_not_told_it_did_not_count(harne
     assert await harness.no_more_results(env["reply_to"], wait=0.2)
 
 
-# Alone after the parallel run: on fakeredis under four workers (CI's run without Redis) the held record
-# once did not land within the test's 10 s; not diagnosed (it passes alone and on a real Redis).
-@pytest.mark.serial
 async def test_a_record_landing_after_its_ask_ended_leaves_no_channel_member(
     harness: Harness, redis_url: str
 ) -> None:

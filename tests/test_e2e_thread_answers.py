@@ -350,3 +350,31 @@ async def test_a_dm_with_two_pending_asks_answers_neither(harness: Harness) -> N
     assert "Several questions are waiting here" in (await _private(harness, "U0ALICE")).text
     assert await harness.no_more_results(first["reply_to"], wait=0.3)
     assert await harness.no_more_results(second["reply_to"], wait=0.1)
+
+
+@pytest.mark.parametrize("where", ["thread-routed", "dm"])
+async def test_an_answer_typed_before_the_bot_recorded_its_post_is_not_lost(
+    harness: Harness, where: str
+) -> None:
+    # Slack shows the ask (and a person can answer it) while the reply to chat.postMessage is still
+    # on its way to the bot: the typed answer must wait for the record, not be dropped.
+    harness.fake.reply_latency["chat.postMessage"] = 0.8
+    if where == "dm":
+        env = harness.envelope(DEPLOY, route={"user": "U0ALICE"})
+        channel = harness.fake.state.dm_id_for("U0ALICE")
+        await harness.send(env)
+        message = await _message_of(harness, env, channel)
+        await harness.fake.say("U0ALICE", channel, "2")
+    else:
+        parent = await harness.fake.say("U0ALICE", "C0DEPLOY", "Which build goes out?")
+        env = harness.envelope(DEPLOY, route={"channel": "C0DEPLOY", "thread_ts": parent.ts})
+        await harness.send(env)
+        message = await harness.fake.wait_for(
+            lambda: next((m for m in harness.fake.thread("C0DEPLOY", parent.ts) if m.bot_id), None),
+            what="the ask in the thread",
+        )
+        await harness.fake.reply("U0ALICE", "C0DEPLOY", parent.ts, "2")
+    result = await harness.result(env["reply_to"])
+    assert result["answers"][0]["selected"] == [1] and result["via"] == "thread"
+    assert result["slack"]["ts"] == message.ts
+    assert await harness.no_more_results(env["reply_to"], wait=0.3)

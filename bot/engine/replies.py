@@ -57,11 +57,14 @@ class Replies(Room):
         if not in_thread and event.get("channel_type") != "im":
             return  # a plain channel message is never an answer
         found = await self._find(channel, thread_ts if in_thread else None)
-        if found is None and in_thread and event.get("parent_user_id") == await self.slack.bot_user_id():
-            # A reply under one of the bot's messages that no pending ask lists (yet): an escalation
-            # copy or a post is in Slack a moment before its record is. A second look once it would be.
+        if found is None:
+            # About no pending ask that Redis lists (yet): a post is in Slack, and can be answered, a
+            # moment before the reply to chat.postMessage reaches the replica that records it: under
+            # one of the bot's messages, in the thread a thread-routed ask was asked in, in the DM of
+            # a DM-routed one. A second look once a recording would have landed; a message about no
+            # ask costs one more look, never an answer lost.
             await asyncio.sleep(LEARN_AFTER_S)
-            found = await self._find(channel, thread_ts)
+            found = await self._find(channel, thread_ts if in_thread else None)
         if found is None:
             return
         if isinstance(found, str):
