@@ -194,6 +194,8 @@ class Actions(Room):
             log.info("message %s/%s carries ask %s, not from this bot: not learned", channel, ts, ref.ask_id)
             return
         await asyncio.sleep(LEARN_AFTER_S)
+        if (channel, ts) in self.recorded:
+            return  # posted and recorded by this replica (the event often comes first): the record has it
         give_up = time.monotonic() + LEARN_FOR_S
         backoff = 0.25
         while True:

@@ -544,6 +544,8 @@ class Intake(Room):
         state = await self._record_post(rec, posted, entry, held)
         if state is None:
             return True
+        if state in ("ok", "ended"):
+            self.recorded.add(posted.channel, posted.ts)  # its message event needs no look
         if state == "stale":
             return False
         if state == "ended":

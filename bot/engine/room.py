@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 
 from redis.exceptions import RedisError
 
@@ -14,7 +15,7 @@ from bot.model import AskRecord, PostedMessage
 from bot.slack.gateway import SlackGateway
 from bot.storage.store import LoadedAsk, Store
 
-__all__ = ["LEASE_MARGIN", "Refusal", "Room", "Shared", "lease_deadline"]
+__all__ = ["LEASE_MARGIN", "RecordedPosts", "Refusal", "Room", "Shared", "lease_deadline"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,24 @@ class Refusal:
     """The audit event to record once the person has been told (``refused_ended``, ...)."""
 
 
+class RecordedPosts:
+    """The messages this replica posted and recorded in their ask lately (the last ``keep``). Slack's
+    event for each of them comes back to the bot; for these the record is known to hold the message,
+    so learning it (a Redis look, ``Actions.learn_message``) is skipped."""
+
+    def __init__(self, keep: int = 10_000) -> None:
+        self.keep = keep
+        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
+
+    def add(self, channel: str, ts: str) -> None:
+        self._seen[(channel, ts)] = None
+        while len(self._seen) > self.keep:
+            self._seen.popitem(last=False)
+
+    def __contains__(self, message: object) -> bool:
+        return message in self._seen
+
+
 @dataclass(frozen=True, slots=True)
 class Shared:
     """The engine's collaborators, handed to every room."""
@@ -48,6 +67,7 @@ class Shared:
     store: Store
     slack: SlackGateway
     consumer: str
+    recorded: RecordedPosts = field(default_factory=RecordedPosts)
 
 
 class Room:
@@ -58,6 +78,7 @@ class Room:
         self.store = shared.store
         self.slack = shared.slack
         self.consumer = shared.consumer
+        self.recorded = shared.recorded
 
     async def withdraw(self, rec: AskRecord, message: PostedMessage, *, why: str) -> bool:
         """Take one of the bot's own copies of an ask out of Slack: marked withdrawn in the ask's record
