@@ -9,6 +9,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
+
 from bot import results
 from bot.ids import AskRef
 from bot.playground.home import views_publish
@@ -316,3 +318,29 @@ async def test_publishes_survive_429_5xx_and_a_newer_view_published_elsewhere(ha
     assert "Waiting for you: 2" in _text(view)
     answers = [c.error for c in harness.fake.find_calls("views.publish")]
     assert "ratelimited" in answers and "hash_conflict" in answers
+
+
+@pytest.mark.parametrize("redraw", ["works", "fails"])
+async def test_an_answer_updates_every_tab_showing_the_ask_whether_or_not_its_message_redraws(
+    harness: Harness, redraw: str
+) -> None:
+    # The ending's Home part rides in finalize's round trips once the message is redrawn; when the
+    # redraw fails (the sweeper retries it later), it is done on its own: either way the answerer has
+    # it in "Recently answered by you" and the other person's row goes.
+    env = await _send(harness, DEPLOY, responders={"users": ["U0ALICE", "U0BOB"]}, timeout_ms=HOUR)
+    await _all_posted(harness, [env])
+    await opened(harness, "U0ALICE", lambda v: env["ask_id"] in home_asks(v))
+    await opened(harness, "U0BOB", lambda v: env["ask_id"] in home_asks(v))
+    [message] = await harness.posted()
+    if redraw == "fails":
+        harness.fake.fail_next("chat.update", status=500, times=50)
+    await harness.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+    assert (await harness.result(env["reply_to"]))["outcome"] == "answered"
+    alice = await home_when(harness, "U0ALICE", lambda v: env["ask_id"] not in home_asks(v))
+    assert "Recently answered by you" in _text(alice) and DEPLOY["question"] in _text(alice)
+    await home_when(harness, "U0BOB", lambda v: env["ask_id"] not in home_asks(v))
+    recent = await harness.redis.lrange(Keys(harness.prefix).home_recent("U0ALICE"), 0, -1)
+    assert recent == [due_member(env["ask_id"], slot_tag(env["reply_to"])).encode()]
+    if redraw == "fails":
+        harness.fake._faults.clear()  # the sweeper redraws it now
+    await harness.ended("C0DEPLOY", message.ts, timeout=30)

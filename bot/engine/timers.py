@@ -139,7 +139,7 @@ class Timers(Room):
         await asyncio.gather(self.store.finalize_many(quiet), *noisy)
 
     @staticmethod
-    async def _bounded(slots: asyncio.Semaphore, work: Callable[[], Awaitable[None]]) -> None:
+    async def _bounded(slots: asyncio.Semaphore, work: Callable[[], Awaitable[object]]) -> None:
         # ``work`` is made only once a slot is free: a batch cancelled before (the replica stopping)
         # leaves no coroutine that was never awaited (a RuntimeWarning, an error under pytest -W error).
         async with slots:

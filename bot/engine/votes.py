@@ -89,10 +89,11 @@ class Votes(Room):
             assert verdict.result is not None
             METRICS.results.labels(outcome="answered").inc()
             log.info("ask %s ended answered (vote) by %s on replica %s", rec.ask_id, user.id, self.consumer)
-            await self.endings.finish_messages(
-                rec, verdict.messages, verdict.result, user.id, channels=verdict.channels
+            finished = await self.endings.finish_messages(
+                rec, verdict.messages, verdict.result, user.id, channels=verdict.channels, recent_for=user.id
             )
-            await self.endings.home_after(rec, user.id)
+            if not finished:  # finalize did the Home tabs' part, unless it did not run
+                await self.endings.home_after(rec, user.id)
         elif verdict.verdict == "counted":
             await self.redraw(rec)
             await self.endings.home_after(rec, user.id)  # its tally changed on the tabs showing it
