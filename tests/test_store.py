@@ -17,7 +17,7 @@ from redis.crc import key_slot
 from bot import results
 from bot.model import AskRecord, PostedMessage
 from bot.storage.check import check_prefix
-from bot.storage.keys import Keys, due_member, slot_tag
+from bot.storage.keys import GROUP, Keys, due_member, slot_tag
 from bot.storage.scripts import SCRIPT_NAMES, script_source
 from bot.storage.store import Lease, Resolution, Store, iso_ms
 from contract import normalize_ask_request
@@ -429,6 +429,19 @@ async def test_reclaim_takes_over_an_idle_entry_and_counts_its_deliveries(store:
     assert (taken.id, taken.deliveries) == (entry_id, 2)
     [again] = await store.reclaim("third", min_idle_ms=0)
     assert again.deliveries == 3  # what SLACK_ASK_MAX_DELIVERIES is compared against
+
+
+async def test_entries_acked_together_all_leave_the_stream_and_the_pending_list(
+    store: Store, redis: Redis
+) -> None:
+    # Deliveries finishing at once share an XACK (bot.storage.group_commit): none may be left behind.
+    await store.ensure_group()
+    ids = [(await redis.xadd(store.keys.asks, {"ask": "{}"})).decode() for _ in range(40)]
+    entries = await store.read("replica", count=100, block_ms=None)
+    assert sorted(e.id for e in entries) == sorted(ids)
+    await asyncio.gather(*(store.ack(entry_id) for entry_id in ids))
+    assert await redis.xlen(store.keys.asks) == 0
+    assert (await redis.xpending(store.keys.asks, GROUP))["pending"] == 0
 
 
 async def test_an_ending_names_every_channel_the_ask_was_tracked_in_and_finalize_leaves_them(

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Sequence
+from functools import cached_property
 from typing import Any
 
 from redis.exceptions import ResponseError
 
 from bot.storage.base import StoreBase
+from bot.storage.group_commit import GroupCommit
 from bot.storage.keys import DEAD_MAXLEN, GROUP
 from bot.storage.records import Entry, _entry, _s
 
@@ -132,10 +134,19 @@ class IntakeStream(StoreBase):
         )
         return [_s(name) for name in reply]
 
+    @cached_property
+    def _acks(self) -> GroupCommit:
+        return GroupCommit(self._ack_many)
+
     async def ack(self, entry_id: str) -> None:
+        """Acknowledge and delete a handled entry. Deliveries finishing together share the round trip
+        (bot.storage.group_commit): under load, one ``XACK`` for many entries."""
+        await self._acks.commit(entry_id)
+
+    async def _ack_many(self, entry_ids: Sequence[str]) -> None:
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.xack(self.keys.asks, GROUP, entry_id)
-            pipe.xdel(self.keys.asks, entry_id)
+            pipe.xack(self.keys.asks, GROUP, *entry_ids)
+            pipe.xdel(self.keys.asks, *entry_ids)
             await pipe.execute()
 
     async def dead_letter(self, entry: Entry, reason: str) -> None:
