@@ -177,6 +177,8 @@ async def main(args: argparse.Namespace, **kill_settings: object) -> None:
     redis = private_redis()
     fake = await FakeProc(ID_PATTERN).start()
     agent = connect(redis.url, connection_class=CountingConnection)
+    for name, value in args.redis_config:  # an operator's tuning of their Redis, measured
+        await agent.config_set(name, value)
     prefix = f"bench-{uuid.uuid4().hex[:6]}"
     settings = bot_settings(fake.info["api_url"], fake.info["bot_token"], redis.url, prefix)
     bot = await BotProc(settings, concurrency=args.concurrency).start()
@@ -245,6 +247,14 @@ def cli() -> None:
     parser.add_argument("--idle", type=float, default=5.0, help="seconds the idle replica is watched")
     parser.add_argument("--kill-asks", type=int, default=16, help="asks the killed replica holds (0: skip)")
     parser.add_argument("--kill-wait", type=float, default=300, help="seconds to wait for their results")
+    parser.add_argument(
+        "--redis-config",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="CONFIG SET on the private Redis first (repeatable): hash-max-listpack-value 1024",
+    )
     asyncio.run(main(parser.parse_args()))
 
 
