@@ -147,13 +147,8 @@ async def fake_slack() -> AsyncIterator[Any]:
 @pytest.fixture
 async def harness(fake_slack: Any, redis: Redis, redis_url: str, prefix: str) -> AsyncIterator[Any]:
     """A fake Slack and one running bot replica (more with ``await harness.start_replica()``)."""
-    from tests.harness import Harness
+    from tests.harness import running
 
-    h = Harness(fake=fake_slack, redis=redis, redis_url=redis_url, prefix=prefix)
-    try:
-        await h.start_replica()
+    # Every end-to-end test ends with the invariant check and a log without crashes (guarantee 10.5).
+    async with running(fake_slack, redis, redis_url, prefix) as h:
         yield h
-        # Every end-to-end test ends with the invariant check and a log without crashes (guarantee 10.5).
-        await h.verify()
-    finally:
-        await h.stop()

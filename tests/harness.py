@@ -4,12 +4,13 @@ serving Bolt over HTTP, so every interaction is a correctly signed request throu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import logging
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,3 +183,16 @@ class Harness:
             return None
 
         return await self.fake.wait_for(done, timeout=timeout, what=f"message {channel}/{ts} to end")
+
+
+@contextlib.asynccontextmanager
+async def running(fake: FakeSlack, redis: Redis, redis_url: str, prefix: str) -> AsyncIterator[Harness]:
+    """A harness with one replica running; once the test is done, the invariant check and a log
+    without crashes (guarantee 10.5), then every replica stopped."""
+    h = Harness(fake=fake, redis=redis, redis_url=redis_url, prefix=prefix)
+    try:
+        await h.start_replica()
+        yield h
+        await h.verify()
+    finally:
+        await h.stop()

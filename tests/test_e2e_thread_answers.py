@@ -323,7 +323,8 @@ async def test_typed_votes_count_like_clicks_on_an_approval(harness: Harness) ->
     assert [v["user"]["id"] for v in result["votes"]] == ["U0ALICE", "U0BOB"]
 
 
-async def test_a_reply_in_the_thread_a_thread_routed_ask_was_asked_in(harness: Harness) -> None:
+async def _ask_in_a_thread(harness: Harness) -> tuple[dict[str, Any], Message, Message]:
+    """A person's message, and a thread-routed ask posted under it: (envelope, parent, the ask)."""
     parent = await harness.fake.say("U0ALICE", "C0DEPLOY", "Which build goes out?")
     env = harness.envelope(DEPLOY, route={"channel": "C0DEPLOY", "thread_ts": parent.ts})
     await harness.send(env)
@@ -331,6 +332,11 @@ async def test_a_reply_in_the_thread_a_thread_routed_ask_was_asked_in(harness: H
         lambda: next((m for m in harness.fake.thread("C0DEPLOY", parent.ts) if m.bot_id), None),
         what="the ask in the thread",
     )
+    return env, parent, asked
+
+
+async def test_a_reply_in_the_thread_a_thread_routed_ask_was_asked_in(harness: Harness) -> None:
+    env, parent, asked = await _ask_in_a_thread(harness)
     await harness.fake.reply("U0BOB", "C0DEPLOY", parent.ts, "lgtm")  # "Yes" by keyword: confirm
     private = await _private(harness, "U0BOB")
     await harness.fake.click("U0BOB", "C0DEPLOY", private.ts, "slack_ask:reply_confirm")
@@ -366,13 +372,7 @@ async def test_an_answer_typed_before_the_bot_recorded_its_post_is_not_lost(
         message = await _message_of(harness, env, channel)
         await harness.fake.say("U0ALICE", channel, "2")
     else:
-        parent = await harness.fake.say("U0ALICE", "C0DEPLOY", "Which build goes out?")
-        env = harness.envelope(DEPLOY, route={"channel": "C0DEPLOY", "thread_ts": parent.ts})
-        await harness.send(env)
-        message = await harness.fake.wait_for(
-            lambda: next((m for m in harness.fake.thread("C0DEPLOY", parent.ts) if m.bot_id), None),
-            what="the ask in the thread",
-        )
+        env, parent, message = await _ask_in_a_thread(harness)
         await harness.fake.reply("U0ALICE", "C0DEPLOY", parent.ts, "2")
     result = await harness.result(env["reply_to"])
     assert result["answers"][0]["selected"] == [1] and result["via"] == "thread"

@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 
 from bot.engine.room import RecordedPosts
 from bot.playground import FakeSlack
-from tests.harness import SIGNING_SECRET, Harness
+from tests.harness import SIGNING_SECRET, Harness, running
 from tests.redis_procs import private_redis
 
 DEPLOY = {"id": "deploy", "question": "Deploy?", "options": ["Yes", "No"]}
@@ -35,13 +35,10 @@ async def private(prefix: str) -> AsyncIterator[Harness]:
         redis = Redis.from_url(url)
         fake = FakeSlack.with_demo_workspace(signing_secret=SIGNING_SECRET)
         await fake.start()
-        h = Harness(fake=fake, redis=redis, redis_url=url, prefix=prefix)
         try:
-            await h.start_replica()
-            yield h
-            await h.verify()
+            async with running(fake, redis, url, prefix) as h:
+                yield h
         finally:
-            await h.stop()
             await fake.stop()
             await redis.aclose()
 
