@@ -142,7 +142,8 @@ class Pacer:
             except (RedisError, OSError) as exc:  # OSError: TimeoutError too
                 # Pacing is a courtesy to Slack, not a condition of working: without Redis the call
                 # goes ahead, and Slack's 429 (still honoured) is the backstop.
-                self._warn(f"cannot take a {method} token ({exc}); calling without pacing")
+                why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__  # a timeout's is ""
+                self._warn(f"cannot take a {method} token ({why}); calling without pacing")
                 return
             if slot.reserved:
                 if slot.wait_s > 0:
