@@ -92,16 +92,19 @@ def build_app(
     client: AsyncWebClient,
     signing_secret: str | None,
     socket_mode: bool,
+    verified_at_edge: bool = False,
     running: set[asyncio.Task[Any]] | None = None,
     steps: WorkflowSteps | None = None,
 ) -> AsyncApp:
     """The Bolt app; ``running`` (if given) holds the tasks of listeners at work, for a clean stop;
-    ``steps`` (if given) runs the Workflow Builder step (docs/workflow-step.md)."""
+    ``steps`` (if given) runs the Workflow Builder step (docs/workflow-step.md); ``verified_at_edge``:
+    HTTP requests reach it only through ``bot.slack.edge``, which checked their signature already."""
     app = AsyncApp(
         client=client,
-        # Socket Mode payloads arrive over an authenticated WebSocket; HTTP requests are always verified.
+        # Socket Mode payloads arrive over an authenticated WebSocket; HTTP requests are always verified:
+        # by the edge on the raw bytes (bot.slack.edge), else by Bolt.
         signing_secret=signing_secret,
-        request_verification_enabled=not socket_mode,
+        request_verification_enabled=not socket_mode and not verified_at_edge,
         process_before_response=False,
         raise_error_for_unhandled_request=False,
         # message_deleted of the bot's own ask message is an event about the bot itself; Bolt drops

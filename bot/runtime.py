@@ -29,7 +29,7 @@ from bot.home_loop import HomeLoop
 from bot.intake import Intake
 from bot.loops import log_failure
 from bot.metrics import METRICS
-from bot.slack.edge import Refused, read_signed_body, refuse, signed_body_problem
+from bot.slack.edge import Refused, bolt_body, read_signed_body, refuse
 from bot.slack.gateway import SlackGateway, make_client
 from bot.slack.pacing import Pacer
 from bot.step_loop import StepLoop
@@ -111,7 +111,10 @@ class BotRuntime:
         self.port: int | None = None
         self.health_port: int | None = None
 
-    def bolt_app(self, *, socket_mode: bool = False) -> AsyncApp:
+    def bolt_app(self, *, socket_mode: bool = False, verified_at_edge: bool = False) -> AsyncApp:
+        """The Bolt app. ``verified_at_edge``: every request reaches it through ``web_app``'s edge,
+        which checks the signature on the raw bytes first (and hands Bolt the decoded payload), so
+        Bolt does not check it again; anything else serving this app over HTTP must leave it False."""
         secret = self.settings.slack_signing_secret
         if not socket_mode and secret is None:
             raise ConfigError(
@@ -122,6 +125,7 @@ class BotRuntime:
             client=self.client,
             signing_secret=secret.get_secret_value() if secret is not None else None,
             socket_mode=socket_mode,
+            verified_at_edge=verified_at_edge,
             running=self._listeners,
             steps=self.workflow,
         )
@@ -231,7 +235,7 @@ class BotRuntime:
         from slack_bolt.adapter.aiohttp import to_aiohttp_response
         from slack_bolt.request.async_request import AsyncBoltRequest
 
-        bolt = self.bolt_app()
+        bolt = self.bolt_app(verified_at_edge=True)
         app = self.health_app()
         secret = self.settings.slack_signing_secret
         assert secret is not None  # bolt_app() refused to build without it
@@ -241,11 +245,11 @@ class BotRuntime:
             body = await read_signed_body(request, secret.get_secret_value())
             if isinstance(body, Refused):
                 return refuse(request, body, None)
-            problem = signed_body_problem(body, request.content_type)
-            if problem is not None:
-                return refuse(request, Refused(400, problem), len(body))
+            text = bolt_body(body, request.content_type)
+            if isinstance(text, Refused):
+                return refuse(request, text, len(body))
             bolt_request = AsyncBoltRequest(
-                body=body.decode("utf-8"),
+                body=text,
                 query=request.query_string,
                 headers=request.headers,  # type: ignore[arg-type]
             )
