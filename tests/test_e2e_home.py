@@ -17,7 +17,7 @@ from bot.playground.home import views_publish
 from bot.storage.check import check_prefix
 from bot.storage.keys import Keys, due_member, slot_tag
 from bot.storage.store import Resolution, Store, iso_ms
-from tests.harness import Harness
+from tests.harness import Harness, interactive_elements
 
 DEPLOY = {"id": "deploy", "question": "Deploy v2 to production?", "options": ["Approve", "Reject"]}
 HOUR = 3_600_000
@@ -343,4 +343,23 @@ async def test_an_answer_updates_every_tab_showing_the_ask_whether_or_not_its_me
     assert recent == [due_member(env["ask_id"], slot_tag(env["reply_to"])).encode()]
     if redraw == "fails":
         harness.fake._faults.clear()  # the sweeper redraws it now
+    await harness.ended("C0DEPLOY", message.ts, timeout=30)
+
+
+@pytest.mark.parametrize("ending", ["answered", "timed out"])
+async def test_the_tabs_are_published_before_the_message_is_redrawn(harness: Harness, ending: str) -> None:
+    # The redraw waits for Slack's chat.update pacing (seconds when many asks end at once); the tabs
+    # are drawn from the records and need not wait for it. Held here: every chat.update takes 6 s.
+    timeout_ms = 4_000 if ending == "timed out" else HOUR
+    env = await _send(harness, DEPLOY, responders={"users": ["U0ALICE", "U0BOB"]}, timeout_ms=timeout_ms)
+    await _all_posted(harness, [env])
+    await opened(harness, "U0BOB", lambda v: env["ask_id"] in home_asks(v))
+    [message] = await harness.posted()
+    harness.fake.method_latency["chat.update"] = 6.0
+    if ending == "answered":
+        await harness.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+    assert (await harness.result(env["reply_to"]))["outcome"] == ending.replace("timed out", "timeout")
+    await home_when(harness, "U0BOB", lambda v: env["ask_id"] not in home_asks(v), timeout=4)
+    assert interactive_elements(_blocks(harness, message.ts))  # the message is not redrawn yet
+    harness.fake.method_latency.clear()
     await harness.ended("C0DEPLOY", message.ts, timeout=30)

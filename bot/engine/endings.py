@@ -76,17 +76,12 @@ class Endings(Room):
             METRICS.results.labels(outcome=ending.outcome).inc()
             assert verdict.result is not None
             person = actor.id if actor is not None else None
-            finished = await self.finish_messages(
-                rec,
-                verdict.messages,
-                verdict.result,
-                person,
-                reason=reason,
-                channels=verdict.channels,
-                recent_for=person,
+            # The tabs first: a tab is drawn from the records, so it need not wait for the redraw,
+            # which waits for Slack's chat.update pacing (seconds when many asks end at once).
+            await self.home_after(rec, person)
+            await self.finish_messages(
+                rec, verdict.messages, verdict.result, person, reason=reason, channels=verdict.channels
             )
-            if not finished:  # finalize did the Home tabs' part, unless it did not run
-                await self.home_after(rec, person)
         return verdict
 
     async def home_after(self, rec: AskRecord, person: str | None) -> None:
@@ -151,11 +146,8 @@ class Endings(Room):
         priority: Priority = "now",
         deadline: float | None = None,
         channels: Collection[str] | None = None,
-        recent_for: str | None = None,
-    ) -> bool:
-        """Turn every message of an ended ask into its ended form (no buttons left), then mark it done;
-        True once marked (``finalize``: its Home rows out and those tabs due; ``recent_for``: the person
-        whose act ended it gets it in "Recently answered by you" in the same round trip).
+    ) -> None:
+        """Turn every message of an ended ask into its ended form (no buttons left), then mark it done.
 
         ``priority``: ``now`` after what a person did, ``clear`` for the sweeper's clean-up; ``deadline``:
         the end of the timer lease the sweeper holds (bot.slack.pacing, bot.engine.room); ``channels``:
@@ -165,8 +157,8 @@ class Endings(Room):
         if not messages:
             # Nothing to draw (a refused ask has no message, and maybe no request to draw from):
             # the clean-up timer goes at once.
-            await self.store.finalize(rec.tag, rec.ask_id, 0, channels=channels, recent_for=recent_for)
-            return True
+            await self.store.finalize(rec.tag, rec.ask_id, 0, channels=channels)
+            return
         if reason is None and result.outcome == "cancelled" and by is None:
             # An agent's cancel: its reason is kept beside the result (a post that lands after the
             # cancel, and every redraw by the sweeper, show it too).
@@ -205,12 +197,8 @@ class Endings(Room):
                 log.warning(
                     "could not update %s/%s yet: %s (the sweeper retries)", message.channel, message.ts, exc
                 )
-        if ok < len(messages):
-            return False
-        await self.store.finalize(
-            rec.tag, rec.ask_id, len(messages), channels=channels, recent_for=recent_for
-        )
-        return True
+        if ok == len(messages):
+            await self.store.finalize(rec.tag, rec.ask_id, len(messages), channels=channels)
 
 
 def _audit_detail(detail: str, via: Via | None) -> str:

@@ -110,6 +110,14 @@ class Timers(Room):
 
         resolutions = await asyncio.gather(*(prepare(loaded) for loaded in expired))
         verdicts = await self.store.resolve_many(resolutions)
+        ended = [
+            (r.record.ask_id, r.record.tag)
+            for r, v in zip(resolutions, verdicts, strict=True)
+            if v.verdict == "won" and v.result is not None
+        ]
+        # The tabs before the redraws, which wait for Slack's pacing at clean-up priority.
+        touched = self.store.home_touch_asks(ended)
+        await quietly(touched, f"publishing the tabs of {len(ended)} timed-out ask(s)")
         quiet: list[tuple[str, str, int]] = []
         noisy: list[Awaitable[None]] = []
         for resolution, verdict in zip(resolutions, verdicts, strict=True):

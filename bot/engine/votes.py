@@ -89,14 +89,14 @@ class Votes(Room):
             assert verdict.result is not None
             METRICS.results.labels(outcome="answered").inc()
             log.info("ask %s ended answered (vote) by %s on replica %s", rec.ask_id, user.id, self.consumer)
-            finished = await self.endings.finish_messages(
-                rec, verdict.messages, verdict.result, user.id, channels=verdict.channels, recent_for=user.id
+            # The tabs before the redraws, which wait for Slack's pacing (bot.engine.endings.end).
+            await self.endings.home_after(rec, user.id)
+            await self.endings.finish_messages(
+                rec, verdict.messages, verdict.result, user.id, channels=verdict.channels
             )
-            if not finished:  # finalize did the Home tabs' part, unless it did not run
-                await self.endings.home_after(rec, user.id)
         elif verdict.verdict == "counted":
-            await self.redraw(rec)
             await self.endings.home_after(rec, user.id)  # its tally changed on the tabs showing it
+            await self.redraw(rec)
         elif verdict.verdict == "same":
             pass  # a repeat of the vote already counted changes nothing
         elif verdict.verdict == "late":

@@ -30,8 +30,6 @@ class Finishing(TimerStore):
             self, asks: Sequence[tuple[str, str]], people: Sequence[tuple[list[str], list[str]]]
         ) -> list[Step]: ...
 
-        def _home_recent_steps(self, ask_id: str, tag: str, user: str) -> list[Step]: ...
-
     async def track_channel(self, channel: str, ask_id: str, tag: str) -> None:
         await self._run(self._track(self.keys.channel(channel), due_member(ask_id, tag)))
 
@@ -43,24 +41,16 @@ class Finishing(TimerStore):
         await self.redis.srem(self.keys.channel(channel), due_member(ask_id, tag))
 
     async def finalize(
-        self,
-        tag: str,
-        ask_id: str,
-        updated: int,
-        *,
-        channels: Collection[str] | None = None,
-        recent_for: str | None = None,
+        self, tag: str, ask_id: str, updated: int, *, channels: Collection[str] | None = None
     ) -> None:
-        """Mark an ended ask's ``updated`` messages as done (see ``finalize_many``). ``recent_for``: the
-        person whose act ended it, whose "Recently answered by you" gets it in the same round trip."""
-        await self.finalize_many([(ask_id, tag, updated)], channels=[channels], recent_for=recent_for)
+        """Mark an ended ask's ``updated`` messages as done (see ``finalize_many``)."""
+        await self.finalize_many([(ask_id, tag, updated)], channels=[channels])
 
     async def finalize_many(
         self,
         asks: Sequence[tuple[str, str, int]],
         *,
         channels: Sequence[Collection[str] | None] | None = None,
-        recent_for: str | None = None,
     ) -> None:
         """Mark ended asks' messages as updated, for many ``(ask_id, tag, updated)`` at once.
 
@@ -83,13 +73,9 @@ class Finishing(TimerStore):
         # with the channels, once the messages are marked done (bot/storage/home_index.py).
         pairs = [(ask_id, tag) for ask_id, tag, _ in asks]
         home_reads = self._home_people_steps(pairs)
-        recent: list[Step] = []
-        if recent_for is not None:
-            [(ask_id, tag, _)] = asks  # one ask: the one this person's act ended
-            recent = self._home_recent_steps(ask_id, tag, recent_for)
-        answers = await self._run([*scripts, *home_reads, *recent])
+        answers = await self._run([*scripts, *home_reads])
         replies = answers[: len(scripts)][::2]
-        people = self._home_people_parse(answers[len(scripts) : len(scripts) + len(home_reads)])
+        people = self._home_people_parse(answers[len(scripts) :])
         # Crash-safe order (a replica may die between any two round trips): the channels are left
         # and the clean-up timer goes only once the messages are marked done, so a death in between
         # leaves a timer too many (it fires, finds the ask finished and leaves, Timers), never one too

@@ -190,21 +190,22 @@ class HomeIndex(StoreBase):
         responders), else two."""
         steps = self._home_people_steps([(ask_id, tag)])
         if answered_by is not None:
-            steps.extend(self._home_recent_steps(ask_id, tag, answered_by))
+            key = self.keys.home_recent(answered_by)
+            member = due_member(ask_id, tag)
+            steps.append(self._script("home_recent", [key], [member, RECENT_MAX, self._person_ttl_ms()]))
+            steps.append(self._home_touch_step([answered_by]))
         replies = await self._run(steps, confirm=False)
         [(waiting, asked)] = self._home_people_parse(replies[:1])
         others = sorted({*waiting, *asked} - {answered_by})
         if others:
             await self.home_touch_users(others)
 
-    def _home_recent_steps(self, ask_id: str, tag: str, user: str) -> list[Step]:
-        """The ask first in the person's "Recently answered by you", and their tab due."""
-        key = self.keys.home_recent(user)
-        member = due_member(ask_id, tag)
-        return [
-            self._script("home_recent", [key], [member, RECENT_MAX, self._person_ttl_ms()]),
-            self._home_touch_step([user]),
-        ]
+    async def home_touch_asks(self, asks: Sequence[tuple[str, str]]) -> None:
+        """Every tab showing one of these asks is to be published again (two round trips for all)."""
+        if not asks:
+            return
+        users = {u for waiting, asked in await self._home_people_of(asks) for u in (*waiting, *asked)}
+        await self.home_touch_users(sorted(users))
 
     def _home_touch_step(self, users: Sequence[str], delay_ms: int = HOME_COALESCE_MS) -> Step:
         keys = [self.keys.home_opened, self.keys.home_dirty]
