@@ -10,6 +10,8 @@ BotError
  │    └── SlackBusyError        the call could not be made before the lease covering it ends
  └── StoreError           Redis answered something the store did not expect
       └── NotReplicatedError  fewer replicas than SLACK_ASK_REDIS_MIN_REPLICAS confirmed a write
+
+and ``failure``, how any of them (or Redis's, or a timeout) is named in a log line.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ __all__ = [
     "SlackPermanentError",
     "SlackUnreachableError",
     "StoreError",
+    "failure",
 ]
 
 
@@ -127,3 +130,9 @@ class NotReplicatedError(StoreError, RedisError):
             f"(SLACK_ASK_REDIS_MIN_REPLICAS={wanted}); a failover now could lose it, so it is retried. "
             "Check the replicas' link to the master (INFO replication), or lower the setting"
         )
+
+
+def failure(exc: BaseException) -> str:
+    """``Type: message`` of a failure, on one line (a timeout's message is empty: then ``Type``)."""
+    text = " ".join(str(exc).split())[:300]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -363,3 +363,24 @@ async def test_the_tabs_are_published_before_the_message_is_redrawn(harness: Har
     assert interactive_elements(_blocks(harness, message.ts))  # the message is not redrawn yet
     harness.fake.method_latency.clear()
     await harness.ended("C0DEPLOY", message.ts, timeout=30)
+
+
+async def test_a_counted_vote_s_tally_reaches_the_tabs_before_the_redraw(harness: Harness) -> None:
+    # As above for a vote that does not decide the approval: its tally is on the other voter's tab
+    # while the message still shows none (every chat.update held 6 s).
+    env = await _send(
+        harness, DEPLOY, approval={"count": 2}, responders={"users": ["U0ALICE", "U0BOB"]}, timeout_ms=HOUR
+    )
+    await _all_posted(harness, [env])
+    await opened(harness, "U0BOB", lambda v: env["ask_id"] in home_asks(v))
+    [message] = await harness.posted()
+    harness.fake.method_latency["chat.update"] = 6.0
+    await harness.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:0")
+    await home_when(harness, "U0BOB", lambda v: "1 of 2 · alice" in _text(v), timeout=4)
+    assert "1 of 2" not in json.dumps(_blocks(harness, message.ts), ensure_ascii=False)  # not redrawn yet
+    harness.fake.method_latency.clear()
+    await harness.fake.wait_for(
+        lambda: "1 of 2 · alice" in json.dumps(_blocks(harness, message.ts), ensure_ascii=False) or None,
+        timeout=30,
+        what="the tally on the message",
+    )

@@ -10,12 +10,12 @@ from dataclasses import replace
 from typing import Any
 
 from bot import render, results
-from bot.engine.acts import UNAVAILABLE, Act, Acts, chose, failure
+from bot.engine.acts import UNAVAILABLE, Act, Acts, chose
 from bot.engine.endings import Endings
 from bot.engine.room import Refusal, Room, Shared
 from bot.engine.timers import Timers
 from bot.engine.votes import Votes
-from bot.errors import SlackError
+from bot.errors import SlackError, failure
 from bot.home import named_on, waits_for
 from bot.ids import VIEW_DECLINE, AskRef, FormMeta
 from bot.logs import bind_ask_id

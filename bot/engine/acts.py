@@ -36,7 +36,7 @@ from redis.exceptions import RedisError
 
 from bot import render
 from bot.engine.room import Refusal, Room, Shared
-from bot.errors import SlackError, StoreError
+from bot.errors import SlackError, StoreError, failure
 from bot.ids import AskRef
 from bot.slack.interactions import BlockAction, SlackUser
 from bot.storage.store import LoadedAsk
@@ -55,7 +55,6 @@ __all__ = [
     "Acts",
     "chose",
     "ended_with",
-    "failure",
     "voted",
 ]
 
@@ -153,12 +152,6 @@ class Act:
             verdict = await work
         self.phase = "done"
         return verdict
-
-
-def failure(exc: BaseException) -> str:
-    """``Type: message`` of a Redis failure, on one line (a timeout's message is empty)."""
-    text = " ".join(str(exc).split())[:300]
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def ended_with(outcome: str, text: str, user_id: str) -> Counted:

@@ -14,9 +14,9 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
-from bot.engine.acts import UNAVAILABLE, failure
+from bot.engine.acts import UNAVAILABLE
 from bot.engine.room import Room, Shared
-from bot.errors import SlackError, SlackPermanentError
+from bot.errors import SlackError, SlackPermanentError, failure
 from bot.home import AskedRow, HomeData, RecentRow, WaitingRow, is_user_id, named_on, waits_for
 from bot.model import AskRecord
 from bot.render.home import HomeMeta, render_home

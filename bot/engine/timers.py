@@ -110,19 +110,18 @@ class Timers(Room):
 
         resolutions = await asyncio.gather(*(prepare(loaded) for loaded in expired))
         verdicts = await self.store.resolve_many(resolutions)
-        ended = [
-            (r.record.ask_id, r.record.tag)
-            for r, v in zip(resolutions, verdicts, strict=True)
-            if v.verdict == "won" and v.result is not None
+        won = [
+            (resolution, verdict)
+            for resolution, verdict in zip(resolutions, verdicts, strict=True)
+            if verdict.verdict == "won" and verdict.result is not None
         ]
         # The tabs before the redraws, which wait for Slack's pacing at clean-up priority.
-        touched = self.store.home_touch_asks(ended)
-        await quietly(touched, f"publishing the tabs of {len(ended)} timed-out ask(s)")
+        touched = self.store.home_touch_asks([(r.record.ask_id, r.record.tag) for r, _ in won])
+        await quietly(touched, f"publishing the tabs of {len(won)} timed-out ask(s)")
         quiet: list[tuple[str, str, int]] = []
         noisy: list[Awaitable[None]] = []
-        for resolution, verdict in zip(resolutions, verdicts, strict=True):
-            if verdict.verdict != "won" or verdict.result is None:
-                continue
+        for resolution, verdict in won:
+            assert verdict.result is not None
             METRICS.timeouts.inc()
             METRICS.results.labels(outcome=resolution.outcome).inc()
             rec = resolution.record

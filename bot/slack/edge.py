@@ -26,6 +26,8 @@ MAX_BODY_BYTES = 1024 * 1024
 _MAX_SKEW_S = 300
 _TIMESTAMP_RE = re.compile(r"[0-9]{1,12}")
 _SIGNATURE_RE = re.compile(r"v0=[0-9a-f]{64}")
+_JSON_SPACE = " \t\n\r"
+"""The blanks JSON allows before a value."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +129,3 @@ def bolt_body(body: bytes, content_type: str) -> str | Refused:
     if not isinstance(data, dict):
         return Refused(400, "payload must be a JSON object")
     return payload.lstrip(_JSON_SPACE)  # so that Bolt reads it as JSON (it looks for a leading "{")
-
-
-_JSON_SPACE = " \t\n\r"

@@ -27,7 +27,7 @@ from typing import Literal
 
 from redis.exceptions import RedisError
 
-from bot.errors import Deferred, SlackBusyError
+from bot.errors import Deferred, SlackBusyError, failure
 from bot.storage.buckets import Buckets
 
 __all__ = ["BUCKET_BUDGET_S", "LIMITS", "POST_PER_CHANNEL", "Limit", "Pacer", "Priority"]
@@ -142,8 +142,7 @@ class Pacer:
             except (RedisError, OSError) as exc:  # OSError: TimeoutError too
                 # Pacing is a courtesy to Slack, not a condition of working: without Redis the call
                 # goes ahead, and Slack's 429 (still honoured) is the backstop.
-                why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__  # a timeout's is ""
-                self._warn(f"cannot take a {method} token ({why}); calling without pacing")
+                self._warn(f"cannot take a {method} token ({failure(exc)}); calling without pacing")
                 return
             if slot.reserved:
                 if slot.wait_s > 0:
