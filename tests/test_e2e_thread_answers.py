@@ -61,6 +61,20 @@ async def _message_of(harness: Harness, env: dict[str, Any], channel: str) -> Me
     return await harness.fake.wait_for(posted, what=f"the message of {env['ask_id']} in {channel}")
 
 
+async def _in_the_record(harness: Harness, env: dict[str, Any], message: Message) -> None:
+    """Until the ask's record lists ``message`` (Slack shows a post before the bot has recorded it)."""
+    store = harness.replicas[0].store
+
+    async def recorded() -> bool:
+        loaded = await store.find(env["ask_id"])
+        return loaded is not None and any(m.ts == message.ts for m in loaded.messages)
+
+    deadline = asyncio.get_running_loop().time() + 10
+    while not await recorded():
+        assert asyncio.get_running_loop().time() < deadline, f"{env['ask_id']} never recorded its post"
+        await asyncio.sleep(0.02)
+
+
 async def _private(harness: Harness, user: str, count: int = 1) -> Ephemeral:
     """The ``count``-th private message ``user`` got."""
     found = await harness.fake.wait_for(
@@ -351,7 +365,10 @@ async def test_a_dm_with_two_pending_asks_answers_neither(harness: Harness) -> N
     second = harness.envelope(SHIP, route={"user": "U0ALICE"})
     for env in (first, second):
         await harness.send(env)
-        await _message_of(harness, env, dm)
+        # Both in the record before the person types: a message typed while the second post is in
+        # Slack but not yet recorded finds one ask there and answers it (that window is the bot's
+        # record landing after Slack's answer; CI's run without Redis once typed into it).
+        await _in_the_record(harness, env, await _message_of(harness, env, dm))
     await harness.fake.say("U0ALICE", dm, "1")
     assert "Several questions are waiting here" in (await _private(harness, "U0ALICE")).text
     assert await harness.no_more_results(first["reply_to"], wait=0.3)
