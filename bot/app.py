@@ -45,6 +45,14 @@ log = logging.getLogger(__name__)
 
 _Listener = TypeVar("_Listener", bound=Callable[..., Awaitable[None]])
 
+_OUR_ACTIONS = re.compile(
+    rf"^(?:{re.escape(ACTION_CHOOSE)}(?::\d+)?|{re.escape(ACTION_DECLINE)}|{re.escape(ACTION_OPEN)}"
+    rf"|{re.escape(ACTION_OTHER)}|{re.escape(ACTION_REPLY_CONFIRM)}|{re.escape(ACTION_REPLY_CHANGE)}"
+    rf"|{re.escape(ACTION_HOME_PAGE)}:(?:next|prev))$|^{re.escape(ACTION_NOOP)}"
+)
+"""The action ids the bot's buttons carry (any other is not the bot's: Bolt answers it 404)."""
+_OUR_VIEWS = re.compile(rf"^(?:{re.escape(VIEW_FORM)}|{re.escape(VIEW_OTHER)}|{re.escape(VIEW_DECLINE)})$")
+
 
 def _tracked(running: set[asyncio.Task[Any]] | None, listener: _Listener) -> _Listener:
     """The listener, recording the task it runs in while it runs. Bolt runs listeners in tasks of
@@ -115,89 +123,36 @@ def build_app(
     def track(listener: _Listener) -> _Listener:
         return _tracked(running, listener)
 
-    @app.action(re.compile(rf"^{re.escape(ACTION_CHOOSE)}(:\d+)?$"))
+    # One listener per kind of request, clicks and messages first: Bolt tries its listeners in order
+    # and builds every tried listener's keyword arguments to ask its matcher, so each listener more
+    # was a cost to every request that came before it matched (docs/performance.md).
+    @app.action(_OUR_ACTIONS)
     @track
-    async def choose(ack: AsyncAck, body: dict[str, Any]) -> None:
+    async def clicked(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
         action = parse_block_action(body)
-        if action is not None:
-            await engine.on_choose(action)
-
-    @app.action(ACTION_DECLINE)
-    @track
-    async def decline(ack: AsyncAck, body: dict[str, Any]) -> None:
-        await ack()
-        action = parse_block_action(body)
-        if action is not None:
+        if action is None:
+            return
+        action_id = action.action_id
+        if action_id == ACTION_DECLINE:
             await engine.on_decline(action)
-
-    @app.action(ACTION_OPEN)
-    @track
-    async def open_form(ack: AsyncAck, body: dict[str, Any]) -> None:
-        await ack()
-        action = parse_block_action(body)
-        if action is not None:
+        elif action_id == ACTION_OPEN:
             await engine.on_open(action)
-
-    @app.action(ACTION_OTHER)
-    @track
-    async def open_other(ack: AsyncAck, body: dict[str, Any]) -> None:
-        await ack()
-        action = parse_block_action(body)
-        if action is not None:
+        elif action_id == ACTION_OTHER:
             await engine.on_open(action, other=True)
-
-    @app.action(re.compile(rf"^({re.escape(ACTION_REPLY_CONFIRM)}|{re.escape(ACTION_REPLY_CHANGE)})$"))
-    @track
-    async def typed_reply(ack: AsyncAck, body: dict[str, Any]) -> None:
-        # Confirm / Change on the private reading of an answer typed in a thread (bot.engine.replies).
-        await ack()
-        action = parse_block_action(body)
-        if action is not None:
+        elif action_id in (ACTION_REPLY_CONFIRM, ACTION_REPLY_CHANGE):
+            # Confirm / Change on the private reading of an answer typed in a thread (bot.engine.replies).
             value = (body.get("actions") or [{}])[0].get("value")
-            if action.action_id == ACTION_REPLY_CONFIRM:
+            if action_id == ACTION_REPLY_CONFIRM:
                 await engine.on_reply_confirm(action, value)
             else:
                 await engine.on_reply_change(action, value)
-
-    @app.action(re.compile(rf"^{re.escape(ACTION_HOME_PAGE)}:(next|prev)$"))
-    @track
-    async def home_page(ack: AsyncAck, body: dict[str, Any]) -> None:
-        await ack()
-        action = parse_block_action(body)
-        if action is not None and action.home:
-            await engine.on_home_page(action)
-
-    @app.event("app_home_opened")
-    @track
-    async def home_opened(event: dict[str, Any]) -> None:
-        # The Messages tab opens the same event (tab "messages"): only the Home tab is drawn.
-        user = event.get("user")
-        if event.get("tab", "home") == "home" and isinstance(user, str) and user:
-            await engine.on_home_opened(user)
-
-    @app.action(re.compile(rf"^{re.escape(ACTION_NOOP)}"))
-    @track
-    async def noop(ack: AsyncAck) -> None:
-        await ack()
-
-    @track
-    async def submitted(ack: AsyncAck, body: dict[str, Any]) -> None:
-        sub = parse_view_submission(body)
-        if sub is None:
-            await ack()
-            return
-        response, then = await engine.on_submit(sub)
-        if response is not None:
-            await ack(**response)
-        else:
-            await ack()
-        if then is not None:
-            await then()
-
-    app.view(VIEW_FORM)(submitted)
-    app.view(VIEW_OTHER)(submitted)
-    app.view(VIEW_DECLINE)(submitted)
+        elif action_id.startswith(ACTION_HOME_PAGE):
+            if action.home:
+                await engine.on_home_page(action)
+        elif action_id.startswith(ACTION_CHOOSE):
+            await engine.on_choose(action)
+        # ACTION_NOOP (a link button, a static label): the ack was all it needed.
 
     @app.event("message")
     @track
@@ -238,13 +193,36 @@ def build_app(
         channel, ts = str(event.get("channel") or ""), str(gone or previous.get("ts") or "")
         await engine.dismiss_message(channel, ts, ref, detail=f"message {channel}/{ts} was deleted")
 
+    @app.event("app_home_opened")
+    @track
+    async def home_opened(event: dict[str, Any]) -> None:
+        # The Messages tab opens the same event (tab "messages"): only the Home tab is drawn.
+        user = event.get("user")
+        if event.get("tab", "home") == "home" and isinstance(user, str) and user:
+            await engine.on_home_opened(user)
+
+    @track
+    async def submitted(ack: AsyncAck, body: dict[str, Any]) -> None:
+        sub = parse_view_submission(body)
+        if sub is None:
+            await ack()
+            return
+        response, then = await engine.on_submit(sub)
+        if response is not None:
+            await ack(**response)
+        else:
+            await ack()
+        if then is not None:
+            await then()
+
+    app.view(_OUR_VIEWS)(submitted)
+
     @track
     async def archived(event: dict[str, Any]) -> None:
         channel = str(event.get("channel") or "")
         await engine.dismiss_channel(channel, detail=f"conversation {channel} was archived")
 
-    app.event("channel_archive")(archived)
-    app.event("group_archive")(archived)
+    app.event(re.compile(r"^(channel|group)_archive$"))(archived)
 
     if steps is not None:
         # Acked once the execution is recorded in Redis: Slack sends an event it got no ack for again.
