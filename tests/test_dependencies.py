@@ -110,3 +110,21 @@ def test_the_client_and_the_integrations_core_import_without_any_framework() -> 
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=50)
     assert (proc.returncode, proc.stdout.strip()) == (0, "ok"), proc.stderr
+
+
+async def test_the_bot_s_redis_connections_read_replies_with_hiredis() -> None:
+    """redis-py's pure-Python reply parser was a tenth of the bot's CPU per ask (docs/performance.md);
+    with hiredis installed redis-py picks its C parser by itself, on every connection the bot opens."""
+    from redis._parsers import _AsyncHiredisParser
+    from redis.asyncio.connection import Connection
+
+    from bot.storage.connection import connect
+
+    assert "hiredis" in _names(_pyproject()["project"]["dependencies"])  # type: ignore[index]
+    client = connect("redis://127.0.0.1:1/0")  # nothing is dialled until a command is sent
+    try:
+        connection = client.connection_pool.make_connection()
+        assert isinstance(connection, Connection)
+        assert isinstance(connection._parser, _AsyncHiredisParser)
+    finally:
+        await client.aclose()

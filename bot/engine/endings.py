@@ -15,6 +15,7 @@ from bot.metrics import METRICS
 from bot.model import AskRecord, PostedMessage
 from bot.slack.interactions import SlackUser
 from bot.slack.pacing import Priority
+from bot.storage.home_index import HomePeople
 from bot.storage.store import Lease, Resolution, ResolveVerdict, iso_ms
 from contract.envelopes import ResultResponder, ResultSlack, Via
 
@@ -78,17 +79,29 @@ class Endings(Room):
             person = actor.id if actor is not None else None
             # The tabs first: a tab is drawn from the records, so it need not wait for the redraw,
             # which waits for Slack's chat.update pacing (seconds when many asks end at once).
-            await self.home_after(rec, person)
+            people = await self.home_after(rec, person)
             await self.finish_messages(
-                rec, verdict.messages, verdict.result, person, reason=reason, channels=verdict.channels
+                rec,
+                verdict.messages,
+                verdict.result,
+                person,
+                reason=reason,
+                channels=verdict.channels,
+                people=people,
             )
         return verdict
 
-    async def home_after(self, rec: AskRecord, person: str | None) -> None:
+    async def home_after(self, rec: AskRecord, person: str | None) -> HomePeople | None:
         """The Home tabs showing an ask that just ended or was voted on are published again, and the
-        person who answered or voted has it in "Recently answered by you" (docs/home.md)."""
-        work = self.store.home_changed(rec.tag, rec.ask_id, answered_by=person)
-        await quietly(work, f"publishing the tabs showing {rec.ask_id}")
+        person who answered or voted has it in "Recently answered by you" (docs/home.md). Returns
+        whose indexes hold the ask, as read on the way (None when Redis did not tell)."""
+        read: list[HomePeople] = []
+
+        async def work() -> None:
+            read.append(await self.store.home_changed(rec.tag, rec.ask_id, answered_by=person))
+
+        await quietly(work(), f"publishing the tabs showing {rec.ask_id}")
+        return read[0] if read else None
 
     def log_ending(
         self,
@@ -146,18 +159,19 @@ class Endings(Room):
         priority: Priority = "now",
         deadline: float | None = None,
         channels: Collection[str] | None = None,
+        people: HomePeople | None = None,
     ) -> None:
         """Turn every message of an ended ask into its ended form (no buttons left), then mark it done.
 
         ``priority``: ``now`` after what a person did, ``clear`` for the sweeper's clean-up; ``deadline``:
         the end of the timer lease the sweeper holds (bot.slack.pacing, bot.engine.room); ``channels``:
-        the channels the ask was tracked in, when the ending script told them (finalize reads them
-        otherwise)."""
+        the channels the ask was tracked in, when the ending script told them, and ``people`` whose Home
+        indexes hold it, when ``home_after`` told them (finalize reads them otherwise)."""
         bind_ask_id(rec.ask_id)
         if not messages:
             # Nothing to draw (a refused ask has no message, and maybe no request to draw from):
             # the clean-up timer goes at once.
-            await self.store.finalize(rec.tag, rec.ask_id, 0, channels=channels)
+            await self.store.finalize(rec.tag, rec.ask_id, 0, channels=channels, people=people)
             return
         if reason is None and result.outcome == "cancelled" and by is None:
             # An agent's cancel: its reason is kept beside the result (a post that lands after the
@@ -198,7 +212,7 @@ class Endings(Room):
                     "could not update %s/%s yet: %s (the sweeper retries)", message.channel, message.ts, exc
                 )
         if ok == len(messages):
-            await self.store.finalize(rec.tag, rec.ask_id, len(messages), channels=channels)
+            await self.store.finalize(rec.tag, rec.ask_id, len(messages), channels=channels, people=people)
 
 
 def _audit_detail(detail: str, via: Via | None) -> str:

@@ -2,7 +2,8 @@
 whose tab is to be published again.
 
 A person's index (``P:home:wait:<user>``, ``P:home:asked:<user>``) is in another slot than the ask
-(Redis Cluster), so it cannot change in the ask's own script. The order makes every crash safe:
+(Redis Cluster), so it cannot change in the ask's own script there (on one server the ending's
+``finish.lua`` takes the rows out itself). The order makes every crash safe:
 
 - on start, the ask's own set of indexed people (``P:{tag}:home:<id>``, the ask's slot) is written
   first, then each person's row: a crash between leaves a person without the row (``slack-ask check``
@@ -22,7 +23,7 @@ from bot.storage.base import Step, StoreBase
 from bot.storage.keys import due_member, parse_due_member
 from bot.storage.records import _s
 
-__all__ = ["HOME_COALESCE_MS", "HOME_OPENED_KEEP_MS", "NO_DEADLINE", "HomeIndex", "HomeRows"]
+__all__ = ["HOME_COALESCE_MS", "HOME_OPENED_KEEP_MS", "NO_DEADLINE", "HomeIndex", "HomePeople", "HomeRows"]
 
 HOME_OPENED_KEEP_MS = 30 * 86_400_000
 """Someone who has not opened the tab for this long is no longer published to (until they do)."""
@@ -31,6 +32,9 @@ NO_DEADLINE = 2**52
 
 HOME_COALESCE_MS = 1_000
 """A change is published this long after it, so a burst of changes for one person is one publish."""
+
+HomePeople = tuple[list[str], list[str]]
+"""Whose "Waiting for you" and whose "Asked for you" hold an ask (its own set, ``P:{tag}:home:<id>``)."""
 
 _WAIT, _ASKED = "w:", "r:"
 """Members of an ask's own set: the people whose "Waiting for you" (w:) or "Asked for you" (r:) has it."""
@@ -77,11 +81,11 @@ class HomeIndex(StoreBase):
         await self._run(steps, confirm=False)
         await self.home_touch_users(people + ([asked] if asked else []))
 
-    async def home_people(self, tag: str, ask_id: str) -> tuple[list[str], list[str]]:
+    async def home_people(self, tag: str, ask_id: str) -> HomePeople:
         """Whose "Waiting for you" and whose "Asked for you" hold the ask, from its own set."""
         return (await self._home_people_of([(ask_id, tag)]))[0]
 
-    async def _home_people_of(self, asks: Sequence[tuple[str, str]]) -> list[tuple[list[str], list[str]]]:
+    async def _home_people_of(self, asks: Sequence[tuple[str, str]]) -> list[HomePeople]:
         """``home_people`` of many asks in one round trip."""
         raws = await self._run(self._home_people_steps(asks), confirm=False)
         return self._home_people_parse(raws)
@@ -92,8 +96,8 @@ class HomeIndex(StoreBase):
         return [lambda pipe, key=key: pipe.smembers(key) for key in keys]  # type: ignore[misc]
 
     @staticmethod
-    def _home_people_parse(raws: Sequence[Iterable[object]]) -> list[tuple[list[str], list[str]]]:
-        out: list[tuple[list[str], list[str]]] = []
+    def _home_people_parse(raws: Sequence[Iterable[object]]) -> list[HomePeople]:
+        out: list[HomePeople] = []
         for raw in raws:
             members = sorted(_s(m) for m in raw)
             out.append(
@@ -104,9 +108,7 @@ class HomeIndex(StoreBase):
             )
         return out
 
-    def _home_leave_steps(
-        self, asks: Sequence[tuple[str, str]], people: Sequence[tuple[list[str], list[str]]]
-    ) -> list[Step]:
+    def _home_leave_steps(self, asks: Sequence[tuple[str, str]], people: Sequence[HomePeople]) -> list[Step]:
         """The writes of ``home_leave`` once its people are known: the rows out, the tabs due."""
         steps: list[Step] = []
         touched: set[str] = set()
@@ -123,7 +125,7 @@ class HomeIndex(StoreBase):
         """Ended asks leave every index they are in (their own set says whose); those people's tabs
         are published again. The own set stays (to its TTL): a repeat finds nothing left to take out.
         One round trip for asks nobody's tab holds (most: channel asks without responders).
-        (``finalize_many`` makes the same two steps inside its own round trips.)"""
+        (``finalize_many`` does the same with what it knows or reads first.)"""
         if not asks:
             return
         steps = self._home_leave_steps(asks, await self._home_people_of(asks))
@@ -183,11 +185,11 @@ class HomeIndex(StoreBase):
             confirm=False,
         )
 
-    async def home_changed(self, tag: str, ask_id: str, *, answered_by: str | None = None) -> None:
+    async def home_changed(self, tag: str, ask_id: str, *, answered_by: str | None = None) -> HomePeople:
         """The ask changed (ended, voted on, a step reached): every tab showing it is to be published
         again; ``answered_by``: the person whose act it was, whose "Recently answered by you" gets it
         first. One round trip when nobody else's tab holds the ask (a channel ask without
-        responders), else two."""
+        responders), else two. Returns whose indexes hold it (an ending's finalize takes it there)."""
         steps = self._home_people_steps([(ask_id, tag)])
         if answered_by is not None:
             key = self.keys.home_recent(answered_by)
@@ -199,6 +201,7 @@ class HomeIndex(StoreBase):
         others = sorted({*waiting, *asked} - {answered_by})
         if others:
             await self.home_touch_users(others)
+        return waiting, asked
 
     async def home_touch_asks(self, asks: Sequence[tuple[str, str]]) -> None:
         """Every tab showing one of these asks is to be published again (two round trips for all)."""

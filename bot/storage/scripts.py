@@ -15,6 +15,7 @@ SCRIPT_NAMES = (
     "claim_due",
     "drop_consumers",
     "finalize",
+    "finish",
     "home_claim",
     "home_done",
     "home_opened",

@@ -157,3 +157,21 @@ local function withdraw(key, gone)
   if #kept > 0 then msgs = cjson.encode(kept) end
   redis.call('HSET', key, 'msgs', msgs, 'withdrawn', cjson.encode(ids))
 end
+
+-- Mark an ended ask's messages done once ``updated`` of them were redrawn (finalize.lua, finish.lua):
+-- {1} done, {0} more messages appeared meanwhile, {2, until_ms} a delivery may still land (the intake
+-- lease of an ask cancelled mid-post is live: its message would come after this), {-1} not ended.
+local function finalize_messages(key, updated)
+  local f = redis.call('HMGET', key, 'state', 'msgs', 'lease_until')
+  if f[1] ~= 'ended' then return {-1} end
+  local msgs = cjson.decode(f[2] or '[]')
+  if #msgs > tonumber(updated) then return {0} end
+  local lease = tonumber(f[3] or '0')
+  if lease > 0 then
+    -- Only an ask cancelled mid-post still has a lease on: TIME only then.
+    local now = now_ms()
+    if lease > now then return {2, tostring(lease)} end
+  end
+  redis.call('HSET', key, 'finalized', 1)
+  return {1}
+end
