@@ -656,3 +656,53 @@ async def test_a_copy_learned_while_the_one_server_finalize_runs_never_stays_in_
     assert await store.asks_in_channel("C1") == []
     assert await redis.zscore(store.keys.due, member) is None
     assert await check_prefix(redis, prefix) == []
+
+
+async def test_a_person_s_ending_does_the_home_tabs_bookkeeping_in_its_own_round_trip(
+    redis: Redis, redis_url: str, store: Store, reply_to: str, prefix: str
+) -> None:
+    # On one server home_ended.lua follows resolve.lua in its round trip: the answerer's recent list,
+    # the tabs of everyone indexed (who opened theirs) marked to publish, and whose they are told.
+    rec = _record(reply_to)
+    await store.claim_index(rec.ask_id, rec.tag, 600_000)
+    await _accept(store, rec)
+    await store.home_index(rec.ask_id, rec.tag, None, waiting=["U1", "U3"], asked="U2")
+    await store.posted(rec.tag, rec.ask_id, [PostedMessage(channel="C1", ts="1.1")], actor="c1")
+    for user in ("U1", "U2", "U3"):
+        await store.home_opened(user, delay_ms=0)
+    await redis.delete(store.keys.home_dirty)  # only what the ending marks is looked at below
+    counted = _Trips.from_url(redis_url)
+    try:
+        other = Store(counted, prefix, retention_ms=60_000)
+        await other.load_scripts()
+        counted.trips = 0
+        verdict = await other.resolve(
+            Resolution(rec, "answered", _prefix_json(rec.ask_id), "U1", "answered", "")
+        )
+        assert counted.trips == 1
+        lost = await other.resolve(
+            Resolution(rec, "answered", _prefix_json(rec.ask_id), "U3", "answered", "")
+        )
+    finally:
+        await counted.aclose()
+    assert verdict.verdict == "won" and verdict.people == (["U1", "U3"], ["U2"])
+    assert lost.verdict == "ended" and lost.people is None
+    member = due_member(rec.ask_id, rec.tag).encode()
+    assert await redis.lrange(store.keys.home_recent("U1"), 0, -1) == [member]
+    assert await redis.exists(store.keys.home_recent("U3")) == 0  # the click that lost is nobody's answer
+    dirty = {m.decode() for m in await redis.zrange(store.keys.home_dirty, 0, -1)}
+    assert dirty == {"U1", "U2", "U3"}
+
+
+async def test_an_ending_on_cluster_leaves_the_home_tabs_to_the_engine(
+    redis: Redis, store: Store, reply_to: str
+) -> None:
+    # Cluster keeps the people's keys in other slots: the store tells nothing, Endings.home_after runs.
+    rec = _record(reply_to)
+    await store.claim_index(rec.ask_id, rec.tag, 600_000)
+    await _accept(store, rec)
+    await store.home_index(rec.ask_id, rec.tag, None, waiting=["U1"], asked=None)
+    store._cluster = True
+    verdict = await store.resolve(Resolution(rec, "answered", _prefix_json(rec.ask_id), "U1", "answered", ""))
+    assert verdict.verdict == "won" and verdict.people is None
+    assert await redis.exists(store.keys.home_recent("U1")) == 0

@@ -78,8 +78,9 @@ class Endings(Room):
             assert verdict.result is not None
             person = actor.id if actor is not None else None
             # The tabs first: a tab is drawn from the records, so it need not wait for the redraw,
-            # which waits for Slack's chat.update pacing (seconds when many asks end at once).
-            people = await self.home_after(rec, person)
+            # which waits for Slack's chat.update pacing (seconds when many asks end at once). On one
+            # server the ending's own round trip did it (the store told whose tabs hold the ask).
+            people = verdict.people if verdict.people is not None else await self.home_after(rec, person)
             await self.finish_messages(
                 rec,
                 verdict.messages,

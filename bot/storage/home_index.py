@@ -3,7 +3,8 @@ whose tab is to be published again.
 
 A person's index (``P:home:wait:<user>``, ``P:home:asked:<user>``) is in another slot than the ask
 (Redis Cluster), so it cannot change in the ask's own script there (on one server the ending's
-``finish.lua`` takes the rows out itself). The order makes every crash safe:
+``home_ended.lua`` and ``finish.lua`` do the bookkeeping and take the rows out, in the ending's own
+round trips). The order makes every crash safe:
 
 - on start, the ask's own set of indexed people (``P:{tag}:home:<id>``, the ask's slot) is written
   first, then each person's row: a crash between leaves a person without the row (``slack-ask check``
@@ -202,6 +203,31 @@ class HomeIndex(StoreBase):
         if others:
             await self.home_touch_users(others)
         return waiting, asked
+
+    def _home_ended_step(self, tag: str, ask_id: str, answered_by: str | None) -> Step:
+        """``home_changed`` for an ask the step before it may have ended, as one script in that step's
+        round trip (``home_ended.lua``): on one server only, where every key is on the same node.
+        Its reply (``_home_ended_parse``) tells whose indexes hold the ask, once it has ended."""
+        keys = [
+            self.keys.for_ask(tag, ask_id).ask,
+            self.keys.for_ask(tag, ask_id).home,
+            self.keys.home_opened,
+            self.keys.home_dirty,
+            *([self.keys.home_recent(answered_by)] if answered_by else []),
+        ]
+        args = [
+            answered_by or "",
+            due_member(ask_id, tag),
+            RECENT_MAX,
+            self._person_ttl_ms(),
+            HOME_COALESCE_MS,
+        ]
+        return self._script("home_ended", keys, args)
+
+    def _home_ended_parse(self, raw: object) -> HomePeople | None:
+        if not isinstance(raw, list):
+            return None  # not ended (the script answers nil)
+        return self._home_people_parse([raw])[0]
 
     async def home_touch_asks(self, asks: Sequence[tuple[str, str]]) -> None:
         """Every tab showing one of these asks is to be published again (two round trips for all)."""

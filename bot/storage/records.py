@@ -166,6 +166,10 @@ class ResolveVerdict:
     channels: frozenset[str] | None = None
     """For ``won``: the channels the ask was tracked in (its messages' and withdrawn copies'), read by
     the ending script, so finalizing it need not read them again."""
+    people: tuple[list[str], list[str]] | None = None
+    """For ``won`` on one server: whose Home indexes hold the ask (waiting, asked), read in the ending's
+    round trip, whose tabs were marked to publish there too (``home_ended.lua``); None when the engine
+    is to do that after (``Endings.home_after``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ the result push onto ``reply_to`` happens inside the same script as the state ch
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Sequence
@@ -263,8 +264,18 @@ class Store(Finishing, HomeIndex):
         A timer ``finalize_after_ms`` ahead is set first so that, should this process die before it
         updated the Slack messages, a sweeper finishes the job (guarantee 3).
         """
-        replies = await self._run_endings(self._resolve_steps(resolution), [(resolution.record, 1)])
-        return self._resolved(replies[-1])
+        steps = self._resolve_steps(resolution)
+        record = resolution.record
+        # On one server the Home tabs' bookkeeping rides in the same round trip (home_ended.lua, after
+        # the ending it looks at); on Cluster the engine does it after (Endings.home_after).
+        home = not self._cluster
+        if home:
+            steps.append(self._home_ended_step(record.tag, record.ask_id, resolution.actor))
+        replies = await self._run_endings(steps, [(record, 1)])
+        verdict = self._resolved(replies[1])
+        if home and verdict.verdict == "won":
+            verdict = dataclasses.replace(verdict, people=self._home_ended_parse(replies[2]))
+        return verdict
 
     async def resolve_many(self, resolutions: Sequence[Resolution]) -> list[ResolveVerdict]:
         """``resolve`` for many asks in one round trip (the sweeper's timeouts)."""
