@@ -84,6 +84,7 @@ class Intake:
         self.health = LoopHealth("intake")
         self.reclaim_health = LoopHealth("reclaim")
         self.reclaimer: asyncio.Task[None] | None = None
+        self._aborted = False
 
     async def _one(self, entry: Entry) -> None:
         deferred: Deferred | None = None
@@ -157,6 +158,8 @@ class Intake:
         task.add_done_callback(self._tasks.discard)
 
     async def _start(self, entry: Entry) -> None:
+        if self._aborted:
+            return  # killed: the entry stays pending for another replica's reclaim
         await self._slots.acquire()
         task = asyncio.create_task(self._one(entry))
         self._tasks.add(task)
@@ -174,13 +177,21 @@ class Intake:
         return [entry.id for queue in self._waiting.values() for entry in queue]
 
     def abort(self) -> list[asyncio.Task[None]]:
-        """Cancel every entry in flight (a crash, in tests): they stay pending for a reclaim. Returns
-        the tasks cancelled (the entries' and the lease renewal's), for the caller to wait on."""
+        """Cancel every entry in flight and the reclaim loop (a crash, in tests): the entries stay
+        pending for another replica's reclaim, and nothing starts here again. Returns the tasks
+        cancelled (the entries', the reclaimer's, the lease renewal's), for the caller to wait on.
+
+        The reclaimer is among them, not left to ``run``'s own ending: on Python 3.11 a cancel can be
+        lost (``bot.runtime._end_tasks``), and a ``run`` cancelled again while it waited for the
+        reclaimer left it running, taking over the dead replica's asks for it (a flaky lease test)."""
+        self._aborted = True
         for waker in self._wakers.values():
             waker.cancel()
         self._wakers.clear()
         self._waiting.clear()
         tasks = list(self._tasks)
+        if self.reclaimer is not None:
+            tasks.append(self.reclaimer)
         for task in tasks:
             task.cancel()
         renewal = self.engine.intake.leases.close()

@@ -171,6 +171,24 @@ def test_a_label_that_is_also_an_option_with_a_note_needs_confirmation() -> None
     assert read_reply("2", request.questions, words=WORDS).kind == "exact"
 
 
+def test_a_list_split_at_commas_needs_confirmation_when_a_comma_can_be_a_label() -> None:
+    # Found by the property above: "q2: ,, 2, 0" meant ",", "2" and "0", and was read exactly as "2"
+    # and "0" alone (the option "," was the separator). Split at commas, it is a reading to confirm.
+    request = normalize_ask_request(
+        {
+            "questions": [
+                {"id": "q1", "question": "?", "options": ["a", "b"], "multi": True},
+                {"id": "q2", "question": "?", "options": [",", "2", "0"], "multi": True},
+            ]
+        }
+    )
+    reading = read_reply("q1: a, b\nq2: ,, 2, 0", request.questions, words=WORDS)
+    assert reading.kind == "confirm", reading
+    plain = read_reply("q1: a, b\nq2: 2", request.questions, words=WORDS)  # no comma in q1's labels
+    assert plain.kind == "exact" and [a.selected for a in plain.answers] == [[0, 1], [1]]
+    assert read_reply("q1: a, , b\nq2: 2", request.questions, words=WORDS).kind == "confirm"
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 8), st.integers(1, 12), st.integers(1, 3000), st.text(min_size=1, max_size=3000))
 def test_the_private_reading_fits_slacks_limits_however_long_the_ask(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
+from bot.storage.keys import GROUP
 from tests.harness import Harness
 
 DEPLOY = {"id": "deploy", "question": "Deploy?", "options": ["Yes", "No"]}
@@ -38,3 +39,30 @@ async def test_a_click_in_flight_when_the_replica_stops_is_finished_before_redis
     harness.fake.method_latency.clear()
     # The click was handled in full, not cut off: the ask is answered.
     assert (await harness.result(env["reply_to"]))["outcome"] == "answered"
+
+
+async def test_a_kill_cancels_the_reclaim_loop_itself_and_nothing_starts_after_it(harness: Harness) -> None:
+    # On Python 3.11 a cancel can be lost (bot.runtime._end_tasks). When the reclaim loop lost one, the
+    # intake's run, cancelled again while it waited for that loop in its `finally`, ended and left
+    # the loop running: the "dead" replica went on taking over its own asks (the flaky lease test). So
+    # the kill waits on the reclaimer itself, and an aborted intake starts no entry.
+    [replica] = harness.replicas
+    reclaimer = replica.intake.reclaimer
+    assert reclaimer is not None and not reclaimer.done()
+    cancelled = replica.intake.abort()
+    assert reclaimer in cancelled
+    env = harness.envelope(DEPLOY)
+    await harness.send(env)
+    prefix = replica.store.keys.prefix
+
+    async def read_by_the_aborted_intake() -> bool:
+        pending = await harness.redis.xpending(f"{prefix}:asks", GROUP)
+        return bool(pending["pending"])
+
+    async with asyncio.timeout(10):
+        while not await read_by_the_aborted_intake():  # noqa: ASYNC110 - polls Redis (read until the kill)
+            await asyncio.sleep(0.02)
+    assert not replica.intake._tasks  # read, and not started: it stays pending for another replica
+    await replica.kill()
+    assert reclaimer.done()
+    assert harness.fake.messages("C0DEPLOY") == []  # the killed replica posted nothing

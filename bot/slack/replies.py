@@ -181,7 +181,17 @@ def _choices(question: Question, text: str, words: Words) -> _Part | None:
             guesses = [f.guess for f in found if f is not None and f.guess]
             listed = _Part(tuple(chosen), guess="; ".join(guesses) or None)
     raw = text.split(",")
-    odd = len(parts) > 1 or any(not p.strip() for p in raw[:-1])  # "a, ,": commas around nothing
+    empty = any(not p.strip() for p in raw[:-1])  # "a, ,": commas around nothing
+    odd = len(parts) > 1 or empty
+    if (
+        listed is not None
+        and listed.guess is None
+        and (empty or any("," in o.label for o in question.options))
+    ):
+        # A comma may be an option's own label, or part of one (",", "a, b"): the list it splits the
+        # text into is a reading, not the answer, so the person says whether that is what they meant.
+        shown = ", ".join(question.options[i].label for i in listed.selected)
+        listed = _Part(listed.selected, guess=f"“{text.strip()}” read as {shown}")
     if odd and listed is None and numbers is None and one is not None and one.guess is None:
         # Commas that do not separate options: the whole text was read as one label only by dropping
         # what follows them, so the person says whether that is what they meant.
