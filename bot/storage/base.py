@@ -12,6 +12,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
 from bot.errors import NotReplicatedError
+from bot.storage.batching import Batches
 from bot.storage.keys import Keys
 from bot.storage.records import _s
 from bot.storage.scripts import SCRIPT_NAMES, script_source
@@ -48,6 +49,7 @@ class StoreBase:
         # each on its key's node, and redis-py would send WAIT to some other node.
         self.min_replicas = 0 if self._cluster else min_replicas
         self.replica_wait_ms = replica_wait_ms
+        self._batches = Batches(redis)
         self._shas = {name: hashlib.sha1(script_source(name).encode()).hexdigest() for name in SCRIPT_NAMES}
 
     # -- scripts ---------------------------------------------------------------------------
@@ -72,7 +74,8 @@ class StoreBase:
         return [lambda pipe: pipe.sadd(key, member), lambda pipe: pipe.pexpire(key, self.retention_ms * 2)]
 
     async def _run(self, steps: Sequence[Step], *, confirm: bool = True) -> list[Any]:
-        """Run ``steps`` in one pipeline: one round trip. Scripts go as EVALSHA (redis-py would
+        """Run ``steps`` in one pipeline: one round trip, shared with other tasks' steps that start
+        meanwhile (``bot.storage.batching``). Scripts go as EVALSHA (redis-py would
         otherwise add a SCRIPT EXISTS round trip to every pipeline); NOSCRIPT reloads and retries,
         which is safe because every step is idempotent or a compare-and-set.
 
@@ -84,26 +87,23 @@ class StoreBase:
             # redis-py's cluster pipelines refuse EVALSHA: one command at a time, in order (each
             # script is still atomic; only the round-trip saving is lost).
             return [await self._direct(step) for step in steps]
+        wait = (self.min_replicas, self.replica_wait_ms) if confirm and self.min_replicas else None
         for attempt in (1, 2):
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for step in steps:
-                    step(pipe)
-                if confirm and self.min_replicas:
-                    pipe.execute_command("WAIT", self.min_replicas, self.replica_wait_ms)
-                try:
-                    replies = list(await pipe.execute())
-                except NoScriptError:
-                    if attempt == 2:
-                        raise
-                    await self.load_scripts()
-                    continue
-                if confirm and self.min_replicas:
-                    confirmed = int(replies.pop())
-                    if confirmed < self.min_replicas:
-                        raise NotReplicatedError(
-                            confirmed, self.min_replicas, self.replica_wait_ms, replies=replies
-                        )
-                return replies
+            # Shared with the round trips other tasks start meanwhile (bot.storage.batching).
+            replies = await self._batches.run(steps, wait=wait)
+            failed = next((r for r in replies if isinstance(r, Exception)), None)
+            if isinstance(failed, NoScriptError) and attempt == 1:
+                await self.load_scripts()
+                continue
+            if failed is not None:
+                raise failed
+            if wait is not None:
+                confirmed = int(replies.pop())
+                if confirmed < self.min_replicas:
+                    raise NotReplicatedError(
+                        confirmed, self.min_replicas, self.replica_wait_ms, replies=replies
+                    )
+            return replies
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- time and health -------------------------------------------------------------------
