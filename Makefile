@@ -46,7 +46,7 @@ test-fast: $(STAMP)
 	$(BIN)/pytest -n $(CORES) -m "fast"
 
 # Issue 22's per-ask and scale tables with their targets (docs/performance.md), then timers,
-# fairness and the Home tab: about 15 minutes on 2 cores. BENCH_SIZES=10000,100000 shortens the scale table.
+# fairness and the Home tab: about 5 minutes on 2 cores. BENCH_SIZES=10000,100000 shortens the scale table.
 BENCH_SIZES ?= 10000,100000,1000000
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks --sizes $(BENCH_SIZES)
