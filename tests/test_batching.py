@@ -98,3 +98,25 @@ async def test_a_slow_pipeline_holds_back_nobody_for_long(
     assert not slow.done()  # they were answered while the slow pipeline was still out
     assert sorted(r[0] for r in quick)[-1] == sum(range(5))
     await slow
+
+
+async def test_a_pipeline_whose_callers_are_all_gone_is_cancelled_with_them(
+    client: _Counting, redis: Redis, prefix: str
+) -> None:
+    # A replica killed or stopping cancels every caller: their pipeline must not run on by itself
+    # (it would use Redis after the pool is closed, and open a connection nobody closes).
+    if REDIS_IS_FAKE:
+        pytest.skip("fakeredis has no WAIT")
+    batches = Batches(client, in_flight=1)
+    caller = asyncio.create_task(batches.run([lambda p: p.incr(f"{prefix}:w")], wait=(1, 5_000)))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    [flyer] = batches._flyers
+    caller.cancel()
+    done, _ = await asyncio.wait([flyer], timeout=2.5)  # far less than the WAIT's 5 s
+    assert done == {flyer} and flyer.cancelled()
+    kept = asyncio.create_task(batches.run([lambda p: p.incr(f"{prefix}:k")], wait=(1, 300)))
+    other = asyncio.create_task(batches.run([lambda p: p.incr(f"{prefix}:k")]))
+    await asyncio.sleep(0)
+    other.cancel()  # one caller of the pipeline gone, one left: the pipeline goes on
+    assert (await kept)[0] in (1, 2)

@@ -133,10 +133,18 @@ class Batches:
                             job.done.set_exception(exc)
                         continue
                     spans.append((job, start, len(pipe.command_stack)))
+                # Every caller gone (a replica killed or stopping cancels them all): the pipeline
+                # goes with them, as each caller's own would have; one caller left keeps it going.
+                out = _Out(asyncio.current_task(), spans)
+                for job, _, _ in spans:
+                    job.done.add_done_callback(out.caller_gone)
                 if waits:
                     # The strictest: replicas counted for every write in the pipeline, on its connection.
                     pipe.execute_command("WAIT", max(w[0] for w in waits), max(w[1] for w in waits))
-                replies = list(await pipe.execute(raise_on_error=False)) if spans else []
+                try:
+                    replies = list(await pipe.execute(raise_on_error=False)) if spans else []
+                finally:
+                    out.back = True
         except BaseException as exc:
             for job, _, _ in spans:
                 if not job.done.done():
@@ -153,3 +161,19 @@ class Batches:
                 if job.wait is not None:
                     mine.append(replies[-1])
                 job.done.set_result(mine)
+
+
+@dataclass(slots=True)
+class _Out:
+    """One pipeline on its way: cancelled when every caller in it is gone, while it is still out
+    (a done-callback runs later than the cancel it reports: the flyer may be on its next pipeline)."""
+
+    flyer: asyncio.Task[Any] | None
+    spans: Sequence[tuple[_Job, int, int]]
+    back: bool = False
+
+    def caller_gone(self, _done: object) -> None:
+        if self.back or self.flyer is None or self.flyer.done():
+            return
+        if all(job.done.cancelled() for job, _, _ in self.spans):
+            self.flyer.cancel()
