@@ -706,3 +706,23 @@ async def test_an_ending_on_cluster_leaves_the_home_tabs_to_the_engine(
     verdict = await store.resolve(Resolution(rec, "answered", _prefix_json(rec.ask_id), "U1", "answered", ""))
     assert verdict.verdict == "won" and verdict.people is None
     assert await redis.exists(store.keys.home_recent("U1")) == 0
+
+
+async def test_a_click_that_loses_to_a_finished_ending_leaves_no_clean_up_timer(
+    redis: Redis, store: Store, reply_to: str, prefix: str
+) -> None:
+    # Two people at once: the winner's ending is finished (its timer removed) before the loser's
+    # round trip, which sets the clean-up timer first; nothing would remove it but a sweep 15 s on.
+    rec = _record(reply_to)
+    await store.claim_index(rec.ask_id, rec.tag, 600_000)
+    await _accept(store, rec)
+    await store.posted(
+        rec.tag, rec.ask_id, [PostedMessage(channel="C1", ts="1.1")], actor="c1", track_channel=True
+    )
+    won = await store.resolve(Resolution(rec, "answered", _prefix_json(rec.ask_id), "U1", "answered", ""))
+    assert won.verdict == "won"
+    await store.finalize(rec.tag, rec.ask_id, 1, channels=won.channels, people=won.people)
+    lost = await store.resolve(Resolution(rec, "answered", _prefix_json(rec.ask_id), "U2", "answered", ""))
+    assert lost.verdict == "ended"
+    assert await redis.zscore(store.keys.due, due_member(rec.ask_id, rec.tag)) is None
+    assert await check_prefix(redis, prefix) == []

@@ -275,6 +275,10 @@ class Store(Finishing, HomeIndex):
         verdict = self._resolved(replies[1])
         if home and verdict.verdict == "won":
             verdict = dataclasses.replace(verdict, people=self._home_ended_parse(replies[2]))
+        elif verdict.verdict == "ended":
+            # Lost to an ending that may be finished already: the clean-up timer set first in this
+            # round trip is then nobody's (the winner's finish removed its own before it).
+            await self.unschedule_if_finished(record.ask_id, record.tag)
         return verdict
 
     async def resolve_many(self, resolutions: Sequence[Resolution]) -> list[ResolveVerdict]:
