@@ -15,7 +15,7 @@ from bot.metrics import METRICS
 from bot.model import AskRecord, PostedMessage
 from bot.slack.interactions import SlackUser
 from bot.slack.pacing import Priority
-from bot.storage.home_index import HomePeople
+from bot.storage.records import HomePeople
 from bot.storage.store import Lease, Resolution, ResolveVerdict, iso_ms
 from contract.envelopes import ResultResponder, ResultSlack, Via
 
@@ -96,13 +96,8 @@ class Endings(Room):
         """The Home tabs showing an ask that just ended or was voted on are published again, and the
         person who answered or voted has it in "Recently answered by you" (docs/home.md). Returns
         whose indexes hold the ask, as read on the way (None when Redis did not tell)."""
-        read: list[HomePeople] = []
-
-        async def work() -> None:
-            read.append(await self.store.home_changed(rec.tag, rec.ask_id, answered_by=person))
-
-        await quietly(work(), f"publishing the tabs showing {rec.ask_id}")
-        return read[0] if read else None
+        work = self.store.home_changed(rec.tag, rec.ask_id, answered_by=person)
+        return await quietly(work, f"publishing the tabs showing {rec.ask_id}")
 
     def log_ending(
         self,

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from bot.engine.acts import UNAVAILABLE
 from bot.engine.room import Room, Shared
@@ -38,18 +38,22 @@ _CONFLICTS = 3
 NOTICE_FOR_S = 120.0
 
 
+_T = TypeVar("_T")
+
 QUIET_BUDGET_S = 2.0
 """What Home bookkeeping may add to what it rides on (an ending, a vote) when Redis does not answer."""
 
 
-async def quietly(work: Awaitable[Any], what: str) -> None:
+async def quietly(work: Awaitable[_T], what: str) -> _T | None:
     """Home bookkeeping never fails what it rides on (an answer, a post) nor holds it for long: one
-    log line instead; the tab is drawn from the records and ``slack-ask check`` repairs an index."""
+    log line instead, and None; the tab is drawn from the records and ``slack-ask check`` repairs an
+    index. Otherwise what ``work`` returned."""
     try:
         async with asyncio.timeout(QUIET_BUDGET_S):
-            await work
+            return await work
     except (*UNAVAILABLE, SlackError) as exc:
         log.warning("home tab: %s failed: %s", what, failure(exc))
+        return None
 
 
 class Home(Room):

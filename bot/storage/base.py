@@ -4,7 +4,7 @@ trip (one command at a time on Redis Cluster)."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from redis.asyncio import Redis
@@ -12,7 +12,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
 from bot.errors import NotReplicatedError
-from bot.storage.batching import Batches
+from bot.storage.batching import Batches, Step
 from bot.storage.keys import Keys
 from bot.storage.records import _s
 from bot.storage.scripts import SCRIPT_NAMES, script_source
@@ -21,9 +21,6 @@ __all__ = ["FINALIZE_AFTER_MS", "Step", "StoreBase"]
 
 FINALIZE_AFTER_MS = 15_000
 """How long after an ask ends a sweeper checks that its Slack messages were updated."""
-
-Step = Callable[[Any], Any]
-"""Queues one command on a pipeline (or, on Redis Cluster, returns its coroutine on the client)."""
 
 
 class StoreBase:

@@ -13,15 +13,16 @@ cancelled after has it run, as a cancelled pipeline of its own would have."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
 
 __all__ = ["Batches", "Step"]
 
-Step = Any  # bot.storage.base.Step: queues one command on a pipeline (kept apart to avoid a cycle)
+Step = Callable[[Any], Any]
+"""Queues one command on a pipeline (or, on Redis Cluster, returns its coroutine on the client)."""
 
 
 @dataclass(slots=True)
@@ -29,7 +30,6 @@ class _Job:
     steps: Sequence[Step]
     wait: tuple[int, int] | None
     done: asyncio.Future[list[Any]]
-    size: int = field(default=0)
 
 
 STALLED_S = 0.02
@@ -60,7 +60,7 @@ class Batches:
         error in its place, not raised); with ``wait`` (replicas, timeout_ms) a ``WAIT`` after them
         on the same connection, whose answer comes last."""
         loop = asyncio.get_running_loop()
-        job = _Job(steps, wait, loop.create_future(), len(steps))
+        job = _Job(steps, wait, loop.create_future())
         self._queue.append(job)
         # A flyer is taken as coming back soon unless its send has been out for STALLED_S.
         stalled = sum(1 for since in self._sending.values() if loop.time() - since >= STALLED_S)
@@ -81,8 +81,11 @@ class Batches:
         """Callers still queued ``STALLED_S`` after they came: the pipelines out are slow (a stalled
         link, a long ``WAIT``), so they go in one of their own."""
         self._rescue = None
-        if any(not job.done.done() for job in self._queue):
+        if self._waiting():
             self._launch()
+
+    def _waiting(self) -> bool:
+        return any(not job.done.done() for job in self._queue)
 
     async def _fly(self) -> None:
         """Send what is queued, again and again until nothing is: one pipeline at a time."""
@@ -100,7 +103,7 @@ class Batches:
                 finally:
                     self._sending.pop(task, None)
         finally:
-            if self._queue and any(not job.done.done() for job in self._queue):
+            if self._waiting():
                 self._launch()  # cancelled with callers still waiting: another takes them
 
     def _take(self) -> list[_Job]:
@@ -111,10 +114,10 @@ class Batches:
             if job.done.done():
                 self._queue.pop(0)  # its caller is gone: never sent
                 continue
-            if batch and commands + job.size > self._max_commands:
+            if batch and commands + len(job.steps) > self._max_commands:
                 break
             batch.append(self._queue.pop(0))
-            commands += job.size
+            commands += len(job.steps)
         return batch
 
     async def _send(self, batch: list[_Job]) -> None:

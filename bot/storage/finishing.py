@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from bot.model import AskRecord
 from bot.storage.base import Step
-from bot.storage.home_index import HomePeople
 from bot.storage.keys import due_member, parse_due_member
-from bot.storage.records import _s, tracked_channels
+from bot.storage.records import HomePeople, _s, tracked_channels
 from bot.storage.timer_store import TimerStore
 
 __all__ = ["Finishing"]
@@ -85,10 +84,10 @@ class Finishing(TimerStore):
             read_channels, read_people = iter(read), iter(self._home_people_parse(raw_people))
             known = [c if c is not None else next(read_channels) for c in known]
             known_people = [p if p is not None else next(read_people) for p in known_people]
-        tracked = [set(c) for c in known if c is not None]
+        tracked = [set(c) for c in known if c is not None]  # every one known by now
         held = [p for p in known_people if p is not None]
         if self._cluster:
-            await self._finalize_apart(asks, tracked, held)
+            await self._finalize_apart(asks, pairs, tracked, held)
             return
         steps: list[Step] = []
         for (ask_id, tag, updated), in_channels, (waiting, asked) in zip(asks, tracked, held, strict=True):
@@ -107,9 +106,9 @@ class Finishing(TimerStore):
             steps.append(self._home_touch_step(touched))
         replies = (await self._run(steps))[: 2 * len(asks) : 2]
         for (ask_id, tag, _), raw in zip(asks, replies, strict=True):
-            await self._not_finished_yet(ask_id, tag, raw)
+            await self._finalized(ask_id, tag, raw)
 
-    async def _not_finished_yet(self, ask_id: str, tag: str, raw: Sequence[object]) -> bool:
+    async def _finalized(self, ask_id: str, tag: str, raw: Sequence[object]) -> bool:
         """What a ``finalize_messages`` answer (``_common.lua``) leaves to do: the timer set again
         when the messages are not done yet. True when they are done."""
         done = int(_s(raw[0]))
@@ -121,7 +120,11 @@ class Finishing(TimerStore):
         return done == 1
 
     async def _finalize_apart(
-        self, asks: Sequence[tuple[str, str, int]], tracked: Sequence[set[str]], people: Sequence[HomePeople]
+        self,
+        asks: Sequence[tuple[str, str, int]],
+        pairs: Sequence[tuple[str, str]],
+        tracked: Sequence[set[str]],
+        people: Sequence[HomePeople],
     ) -> None:
         """``finalize_many`` on Redis Cluster: ``finalize.lua`` first, then the rest in its own commands."""
         scripts: list[Step] = []
@@ -130,7 +133,6 @@ class Finishing(TimerStore):
             scripts.append(self._script("finalize", [self.keys.for_ask(tag, ask_id).ask], [updated]))
             scripts.append(lambda pipe, index=index: pipe.pexpire(index, self.retention_ms))  # type: ignore[misc]
         replies = (await self._run(scripts))[::2]
-        pairs = [(ask_id, tag) for ask_id, tag, _ in asks]
         # Crash-safe order (a replica may die between any two commands): the channels are left and
         # the clean-up timer goes only once the messages are marked done, so a death in between
         # leaves a timer too many (it fires, finds the ask finished and leaves, Timers), never one too
@@ -145,7 +147,7 @@ class Finishing(TimerStore):
             for channel in sorted(in_channels):
                 key = self.keys.channel(channel)
                 leave.append(lambda pipe, key=key, member=member: pipe.srem(key, member))  # type: ignore[misc]
-            if await self._not_finished_yet(ask_id, tag, raw):
+            if await self._finalized(ask_id, tag, raw):
                 done_asks.append((ask_id, tag))
         await self._leave_and_unschedule(leave, done_asks)
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from bot.home import RECENT_MAX
 from bot.storage.base import Step, StoreBase
 from bot.storage.keys import due_member, parse_due_member
-from bot.storage.records import _s
+from bot.storage.records import HomePeople, _s
 
-__all__ = ["HOME_COALESCE_MS", "HOME_OPENED_KEEP_MS", "NO_DEADLINE", "HomeIndex", "HomePeople", "HomeRows"]
+__all__ = ["HOME_COALESCE_MS", "HOME_OPENED_KEEP_MS", "NO_DEADLINE", "HomeIndex", "HomeRows"]
 
 HOME_OPENED_KEEP_MS = 30 * 86_400_000
 """Someone who has not opened the tab for this long is no longer published to (until they do)."""
@@ -33,9 +33,6 @@ NO_DEADLINE = 2**52
 
 HOME_COALESCE_MS = 1_000
 """A change is published this long after it, so a burst of changes for one person is one publish."""
-
-HomePeople = tuple[list[str], list[str]]
-"""Whose "Waiting for you" and whose "Asked for you" hold an ask (its own set, ``P:{tag}:home:<id>``)."""
 
 _WAIT, _ASKED = "w:", "r:"
 """Members of an ask's own set: the people whose "Waiting for you" (w:) or "Asked for you" (r:) has it."""

@@ -155,6 +155,10 @@ class AcceptVerdict:
     """For ``post``, ``cancel``, ``expired``: the lease's fencing token (see :class:`Lease`)."""
 
 
+HomePeople = tuple[list[str], list[str]]
+"""Whose "Waiting for you" and whose "Asked for you" hold an ask (its own set, ``P:{tag}:home:<id>``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ResolveVerdict:
     verdict: Literal["won", "ended", "late", "missing", "moved", "stale", "expired"]
@@ -166,7 +170,7 @@ class ResolveVerdict:
     channels: frozenset[str] | None = None
     """For ``won``: the channels the ask was tracked in (its messages' and withdrawn copies'), read by
     the ending script, so finalizing it need not read them again."""
-    people: tuple[list[str], list[str]] | None = None
+    people: HomePeople | None = None
     """For ``won`` on one server: whose Home indexes hold the ask (waiting, asked), read in the ending's
     round trip, whose tabs were marked to publish there too (``home_ended.lua``); None when the engine
     is to do that after (``Endings.home_after``)."""
