@@ -726,3 +726,18 @@ async def test_a_click_that_loses_to_a_finished_ending_leaves_no_clean_up_timer(
     assert lost.verdict == "ended"
     assert await redis.zscore(store.keys.due, due_member(rec.ask_id, rec.tag)) is None
     assert await check_prefix(redis, prefix) == []
+
+
+async def test_an_ending_wins_even_when_its_home_bookkeeping_fails(
+    redis: Redis, store: Store, reply_to: str
+) -> None:
+    # home_ended.lua rides in resolve's round trip: a person's recent list that is not a list (a
+    # broken key) must not fail the ending, whose result is pushed all the same.
+    rec = _record(reply_to)
+    await store.claim_index(rec.ask_id, rec.tag, 600_000)
+    await _accept(store, rec)
+    await redis.set(store.keys.home_recent("U1"), "not a list")
+    verdict = await store.resolve(Resolution(rec, "answered", _prefix_json(rec.ask_id), "U1", "answered", ""))
+    assert verdict.verdict == "won" and verdict.people == ([], [])
+    assert await redis.llen(reply_to) == 1
+    assert await redis.get(store.keys.home_recent("U1")) == b"not a list"

@@ -175,3 +175,21 @@ local function finalize_messages(key, updated)
   redis.call('HSET', key, 'finalized', 1)
   return {1}
 end
+
+-- "Recently answered by you": `member` to the front of the person's list `key`, once, keeping the
+-- last `max` (home_recent.lua, home_ended.lua).
+local function recent_push(key, member, max, ttl_ms)
+  redis.call('LREM', key, 0, member)
+  redis.call('LPUSH', key, member)
+  redis.call('LTRIM', key, 0, tonumber(max) - 1)
+  redis.call('PEXPIRE', key, tonumber(ttl_ms))
+end
+
+-- The App Home of `user` is to be published at `at`, if they opened it at least once (keys[1],
+-- the opened zset); ZADD LT into keys[2], the dirty zset: brought forward only, never pushed back
+-- (home_touch.lua, home_ended.lua). Returns 1 when marked.
+local function home_touch(keys, at, user)
+  if not redis.call('ZSCORE', keys[1], user) then return 0 end
+  redis.call('ZADD', keys[2], 'LT', at, user)
+  return 1
+end

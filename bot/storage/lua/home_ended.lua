@@ -6,24 +6,22 @@
 -- ARGV[1] the answerer ('' for none), ARGV[2] the ask's member, ARGV[3] recent max, ARGV[4] the
 -- list's ttl_ms, ARGV[5] delay_ms before a publish.
 -- Returns false when the ask has not ended, else the own set's members ("w:<user>", "r:<user>").
--- Bookkeeping never fails the ending it rides on: the writes go through pcall (the tab is drawn
+-- Bookkeeping never fails the ending it rides on: its helpers run in pcall (the tab is drawn
 -- from the records, and `slack-ask check` repairs an index).
 local f = redis.call('HMGET', KEYS[1], 'state', 'by')
 if f[1] ~= 'ended' then return false end
 local members = redis.call('SMEMBERS', KEYS[2])
 local at = now_ms() + tonumber(ARGV[5])
+local tabs = {KEYS[3], KEYS[4]}
 local seen = {}
 local function touch(user)
   if seen[user] then return end
   seen[user] = true
-  if redis.call('ZSCORE', KEYS[3], user) then redis.pcall('ZADD', KEYS[4], 'LT', at, user) end
+  pcall(home_touch, tabs, at, user)
 end
 if ARGV[1] ~= '' and f[2] == ARGV[1] then
   -- The ending is this answerer's (resolve wrote them as 'by'): the ask heads their recent list.
-  redis.pcall('LREM', KEYS[5], 0, ARGV[2])
-  redis.pcall('LPUSH', KEYS[5], ARGV[2])
-  redis.pcall('LTRIM', KEYS[5], 0, tonumber(ARGV[3]) - 1)
-  redis.pcall('PEXPIRE', KEYS[5], tonumber(ARGV[4]))
+  pcall(recent_push, KEYS[5], ARGV[2], ARGV[3], ARGV[4])
   touch(ARGV[1])
 end
 for _, m in ipairs(members) do touch(string.sub(m, 3)) end

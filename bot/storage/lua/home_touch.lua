@@ -6,9 +6,6 @@
 local at = now_ms() + tonumber(ARGV[1])
 local marked = 0
 for i = 2, #ARGV do
-  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then
-    redis.call('ZADD', KEYS[2], 'LT', at, ARGV[i])
-    marked = marked + 1
-  end
+  marked = marked + home_touch(KEYS, at, ARGV[i])
 end
 return marked
