@@ -34,6 +34,16 @@ async def client(redis_url: str) -> Any:
         await c.aclose()
 
 
+_NEEDS_WAIT = pytest.mark.skipif(REDIS_IS_FAKE, reason="fakeredis has no WAIT")
+
+
+async def _slow(batches: Batches, prefix: str, wait_ms: int) -> asyncio.Task[list[Any]]:
+    """A pipeline out for ``wait_ms`` (WAIT for a replica this Redis does not have), on its way."""
+    task = asyncio.create_task(batches.run([lambda p: p.incr(f"{prefix}:slow")], wait=(1, wait_ms)))
+    await asyncio.sleep(0)
+    return task
+
+
 async def test_callers_that_come_while_pipelines_are_out_share_one_and_get_their_own_replies(
     client: _Counting, redis: Redis, prefix: str
 ) -> None:
@@ -64,16 +74,14 @@ async def test_a_failing_command_is_its_caller_s_reply_and_nobody_else_s(
     assert bad[0] == 1 and isinstance(bad[1], ResponseError)  # WRONGTYPE, in its place, not raised
 
 
+@_NEEDS_WAIT
 async def test_a_caller_gone_before_its_pipeline_is_sent_has_nothing_run(
     client: _Counting, redis: Redis, prefix: str
 ) -> None:
-    if REDIS_IS_FAKE:
-        pytest.skip("fakeredis has no WAIT")
     batches = Batches(client, in_flight=1)
     # A pipeline out for a while (WAIT for a replica this Redis does not have, 300 ms): the next
     # caller queues behind it for the first STALLED_S, and is cancelled meanwhile.
-    slow = asyncio.create_task(batches.run([lambda p: p.incr(f"{prefix}:slow")], wait=(1, 300)))
-    await asyncio.sleep(0)  # the slow pipeline is on its way
+    slow = await _slow(batches, prefix, 300)
     gone = asyncio.create_task(batches.run([lambda p: p.incr(f"{prefix}:gone")]))
     await asyncio.sleep(0)
     gone.cancel()
@@ -83,14 +91,12 @@ async def test_a_caller_gone_before_its_pipeline_is_sent_has_nothing_run(
     assert await redis.get(f"{prefix}:gone") is None
 
 
+@_NEEDS_WAIT
 async def test_a_slow_pipeline_holds_back_nobody_for_long(
     client: _Counting, redis: Redis, prefix: str
 ) -> None:
-    if REDIS_IS_FAKE:
-        pytest.skip("fakeredis has no WAIT")
     batches = Batches(client, in_flight=1)
-    slow = asyncio.create_task(batches.run([lambda p: p.incr(f"{prefix}:slow")], wait=(1, 2_000)))
-    await asyncio.sleep(0)
+    slow = await _slow(batches, prefix, 2_000)
     # Queued behind the slow one, then sent in a pipeline of their own once it is plainly stalled.
     quick = await asyncio.gather(
         *(batches.run([lambda p, i=i: p.incrby(f"{prefix}:q", i)]) for i in range(5))
@@ -100,17 +106,15 @@ async def test_a_slow_pipeline_holds_back_nobody_for_long(
     await slow
 
 
+@_NEEDS_WAIT
 async def test_a_pipeline_whose_callers_are_all_gone_is_cancelled_with_them(
     client: _Counting, redis: Redis, prefix: str
 ) -> None:
     # A replica killed or stopping cancels every caller: their pipeline must not run on by itself
     # (it would use Redis after the pool is closed, and open a connection nobody closes).
-    if REDIS_IS_FAKE:
-        pytest.skip("fakeredis has no WAIT")
     batches = Batches(client, in_flight=1)
-    caller = asyncio.create_task(batches.run([lambda p: p.incr(f"{prefix}:w")], wait=(1, 5_000)))
-    await asyncio.sleep(0)
-    await asyncio.sleep(0)
+    caller = await _slow(batches, prefix, 5_000)
+    await asyncio.sleep(0)  # its flyer has started the send
     [flyer] = batches._flyers
     caller.cancel()
     done, _ = await asyncio.wait([flyer], timeout=2.5)  # far less than the WAIT's 5 s

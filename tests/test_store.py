@@ -18,6 +18,7 @@ from bot import results
 from bot.model import AskRecord, PostedMessage
 from bot.storage.check import check_prefix
 from bot.storage.keys import GROUP, Keys, due_member, slot_tag
+from bot.storage.records import ResolveVerdict
 from bot.storage.scripts import SCRIPT_NAMES, script_source
 from bot.storage.store import Lease, Resolution, Store, iso_ms
 from contract import normalize_ask_request
@@ -483,6 +484,37 @@ class _Interleaving(Redis):
         return await super().execute_command(*args, **options)
 
 
+async def _answered_with_a_tracked_copy(
+    store: Store, reply_to: str
+) -> tuple[AskRecord, PostedMessage, ResolveVerdict]:
+    """An ask posted once in C1 (its channel tracked) and answered: the record, its copy, the verdict."""
+    rec = _record(reply_to)
+    await store.claim_index(rec.ask_id, rec.tag, 600_000)
+    await _accept(store, rec)
+    copy = PostedMessage(channel="C1", ts="1.1")
+    await store.posted(rec.tag, rec.ask_id, [copy], actor="c1", track_channel=True)
+    verdict = await store.resolve(Resolution(rec, "answered", _prefix_json(rec.ask_id), "U1", "answered", ""))
+    assert verdict.verdict == "won"
+    return rec, copy, verdict
+
+
+async def _its_member_goes_eventually(redis: Redis, store: Store, prefix: str, rec: AskRecord) -> None:
+    """A copy learned after the end landed somewhere inside a finalize: the ask's C1 member goes, by
+    that finalize or by the sweep its timer brings (a member without either would stay for good)."""
+    member = due_member(rec.ask_id, rec.tag)
+    loaded = await store.load(rec.tag, rec.ask_id)
+    assert loaded is not None
+    if await store.asks_in_channel("C1") or not loaded.finalized:
+        # Still tracked, or its copy still to redraw: then the ask is not finished, and its timer
+        # brings the sweep that redraws it and leaves (Timers._on_due_loaded, run here by hand).
+        assert not loaded.finalized
+        assert await redis.zscore(store.keys.due, member) is not None
+        await store.finalize(rec.tag, rec.ask_id, len(loaded.messages))
+    assert await store.asks_in_channel("C1") == []
+    assert await redis.zscore(store.keys.due, member) is None
+    assert await check_prefix(redis, prefix) == []
+
+
 _FINALIZE_SHA = hashlib.sha1(script_source("finalize").encode()).hexdigest()
 
 
@@ -494,13 +526,7 @@ async def test_a_copy_learned_again_while_finalize_runs_never_stays_in_its_chann
     # tracks its channel again and resets ``finalized``, but the message count does not change.
     # Wherever it lands inside another replica's finalize, its channel member must go eventually:
     # left by that finalize, or by the sweep its timer brings (a member without either stays).
-    rec = _record(reply_to)
-    await store.claim_index(rec.ask_id, rec.tag, 600_000)
-    await _accept(store, rec)
-    copy = PostedMessage(channel="C1", ts="1.1")
-    await store.posted(rec.tag, rec.ask_id, [copy], actor="c1", track_channel=True)
-    verdict = await store.resolve(Resolution(rec, "answered", _prefix_json(rec.ask_id), "U1", "answered", ""))
-    assert verdict.verdict == "won"
+    rec, copy, verdict = await _answered_with_a_tracked_copy(store, reply_to)
     hooked = _Interleaving.from_url(redis_url, socket_timeout=60)
     try:
         other = Store(hooked, prefix, retention_ms=60_000)
@@ -521,18 +547,7 @@ async def test_a_copy_learned_again_while_finalize_runs_never_stays_in_its_chann
         assert hooked.act is None  # the learned copy did land inside finalize
     finally:
         await hooked.aclose()
-    member = due_member(rec.ask_id, rec.tag)
-    loaded = await store.load(rec.tag, rec.ask_id)
-    assert loaded is not None
-    if await store.asks_in_channel("C1"):
-        # Still tracked: then the ask is not finished and its timer brings the sweep that redraws it
-        # and leaves (Timers._on_due_loaded, run here by hand).
-        assert not loaded.finalized
-        assert await redis.zscore(store.keys.due, member) is not None
-        await store.finalize(rec.tag, rec.ask_id, len(loaded.messages))
-    assert await store.asks_in_channel("C1") == []
-    assert await redis.zscore(store.keys.due, member) is None
-    assert await check_prefix(redis, prefix) == []
+    await _its_member_goes_eventually(redis, store, prefix, rec)
     entries = await redis.lrange(store.ask_keys(rec.tag, rec.ask_id).audit, 0, -1)
     audit = [json.loads(e)["event"] for e in entries]
     assert "learned_after_end" in audit
@@ -619,13 +634,7 @@ async def test_a_copy_learned_while_the_one_server_finalize_runs_never_stays_in_
     # On one server finalize is one script (finish.lua): nothing lands inside it, but it may land
     # inside a record of a copy learned after the end, which tracks the channel, sets a timer and
     # resets ``finalized`` in three commands. Wherever it lands, the member goes eventually.
-    rec = _record(reply_to)
-    await store.claim_index(rec.ask_id, rec.tag, 600_000)
-    await _accept(store, rec)
-    copy = PostedMessage(channel="C1", ts="1.1")
-    await store.posted(rec.tag, rec.ask_id, [copy], actor="c1", track_channel=True)
-    verdict = await store.resolve(Resolution(rec, "answered", _prefix_json(rec.ask_id), "U1", "answered", ""))
-    assert verdict.verdict == "won"
+    rec, copy, verdict = await _answered_with_a_tracked_copy(store, reply_to)
     hooked = _Interleaving.from_url(redis_url, socket_timeout=60)
     try:
         learner = Store(hooked, prefix, retention_ms=60_000)
@@ -644,18 +653,7 @@ async def test_a_copy_learned_while_the_one_server_finalize_runs_never_stays_in_
         assert hooked.act is None  # the finalize did run inside the record
     finally:
         await hooked.aclose()
-    member = due_member(rec.ask_id, rec.tag)
-    loaded = await store.load(rec.tag, rec.ask_id)
-    assert loaded is not None
-    if await store.asks_in_channel("C1") or not loaded.finalized:
-        # Still tracked, or its copy still to redraw: then the ask is not finished, and its timer
-        # brings the sweep that redraws it and leaves (Timers._on_due_loaded, run here by hand).
-        assert not loaded.finalized
-        assert await redis.zscore(store.keys.due, member) is not None
-        await store.finalize(rec.tag, rec.ask_id, len(loaded.messages))
-    assert await store.asks_in_channel("C1") == []
-    assert await redis.zscore(store.keys.due, member) is None
-    assert await check_prefix(redis, prefix) == []
+    await _its_member_goes_eventually(redis, store, prefix, rec)
 
 
 async def test_a_person_s_ending_does_the_home_tabs_bookkeeping_in_its_own_round_trip(
@@ -713,14 +711,7 @@ async def test_a_click_that_loses_to_a_finished_ending_leaves_no_clean_up_timer(
 ) -> None:
     # Two people at once: the winner's ending is finished (its timer removed) before the loser's
     # round trip, which sets the clean-up timer first; nothing would remove it but a sweep 15 s on.
-    rec = _record(reply_to)
-    await store.claim_index(rec.ask_id, rec.tag, 600_000)
-    await _accept(store, rec)
-    await store.posted(
-        rec.tag, rec.ask_id, [PostedMessage(channel="C1", ts="1.1")], actor="c1", track_channel=True
-    )
-    won = await store.resolve(Resolution(rec, "answered", _prefix_json(rec.ask_id), "U1", "answered", ""))
-    assert won.verdict == "won"
+    rec, _, won = await _answered_with_a_tracked_copy(store, reply_to)
     await store.finalize(rec.tag, rec.ask_id, 1, channels=won.channels, people=won.people)
     lost = await store.resolve(Resolution(rec, "answered", _prefix_json(rec.ask_id), "U2", "answered", ""))
     assert lost.verdict == "ended"
