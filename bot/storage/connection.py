@@ -111,7 +111,7 @@ def connect(url: str, **kwargs: Any) -> Redis:
             "socket_connect_timeout": kwargs["socket_connect_timeout"],
             "socket_keepalive": True,
         }
-        sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        sentinel = Sentinel(  # type: ignore[no-untyped-call,unused-ignore]  # typed from redis-py 8.2 on
             hosts, sentinel_kwargs=sentinel_kwargs, password=parsed.password
         )
         # The master's connections ask Sentinel again after a failover (READONLY, dropped link).
