@@ -4,9 +4,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint typecheck pytest bench clean
+.PHONY: demo test test-fast lint typecheck pytest bench lock clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "slack-ask needs Python 3.11 or newer")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
@@ -50,6 +50,16 @@ test-fast: $(STAMP)
 BENCH_SIZES ?= 10000,100000,1000000
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks --sizes $(BENCH_SIZES)
+
+# constraints.txt (what CI installs) from a fresh venv with the newest versions pyproject.toml allows.
+lock:
+	rm -rf .venv-lock
+	$(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/python -m pip install -q --upgrade pip
+	PIP_CONSTRAINT= .venv-lock/bin/python -m pip install -q -e '.[demo,dev]'
+	{ sed -n '/^#/p' constraints.txt; .venv-lock/bin/python -m pip freeze --exclude-editable; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+	rm -rf .venv-lock
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -128,3 +128,37 @@ async def test_the_bot_s_redis_connections_read_replies_with_hiredis() -> None:
         assert isinstance(connection._parser, _AsyncHiredisParser)
     finally:
         await client.aclose()
+
+
+def test_ci_installs_the_pinned_versions_and_each_pin_is_in_its_range() -> None:
+    # A release on PyPI between two CI runs once failed mypy (redis-py 8.2.0 typed a constructor): CI
+    # installs constraints.txt, and every requirement of pyproject.toml, extras too, is pinned there
+    # within its range (pip would refuse a pin outside it, but only when CI installs).
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pins: dict[str, str] = {}
+    for line in (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version, f"constraints.txt pins exact versions only: {line!r}"
+            pins[canonicalize_name(name)] = version
+    project = _pyproject()["project"]
+    assert isinstance(project, dict)
+    extras = project["optional-dependencies"]
+    assert isinstance(extras, dict)
+    wanted = [*project["dependencies"], *(req for reqs in extras.values() for req in reqs)]
+    checked = 0
+    for text in wanted:
+        req = Requirement(text)
+        if canonicalize_name(req.name) == "slack-ask" or (req.marker and not req.marker.evaluate()):
+            continue
+        assert canonicalize_name(req.name) in pins, f"{req.name} is not in constraints.txt (make lock)"
+        assert req.specifier.contains(pins[canonicalize_name(req.name)], prereleases=True), (
+            f"constraints.txt pins {req.name}=={pins[canonicalize_name(req.name)]}, outside {req.specifier}"
+        )
+        checked += 1
+    assert checked >= 10
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert 'export PIP_CONSTRAINT="$PWD/constraints.txt"' in ci
+    assert ci.index("export PIP_CONSTRAINT") < ci.index("\nmake test\n")
