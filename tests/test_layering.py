@@ -32,7 +32,7 @@ PURE = (
 )
 # Shared by every layer of bot: settings, errors, durations, logging, metrics. They import only
 # contract and libraries, never another part of bot.
-BASE = ("bot.config", "bot.errors", "bot.durations", "bot.logs", "bot.metrics")
+BASE = ("bot.config", "bot.errors", "bot.durations", "bot.logs", "bot.metrics", "bot.gc_tuning")
 # The commands (the MCP server is `slack-ask mcp`) and the local playground sit on top of everything.
 TOP = ("bot.cli", "bot.mcp_server", "bot.playground")
 

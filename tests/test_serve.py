@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import aiohttp
 import pytest
 from redis.asyncio import Redis
 
+from bot.gc_tuning import YOUNG_THRESHOLD
 from bot.storage.embedded import free_port
 from tests.harness import SIGNING_SECRET, button_values
 
@@ -145,3 +147,8 @@ async def test_serve_answers_an_ask_end_to_end_and_stops_cleanly(
         _, stderr = await asyncio.wait_for(proc.communicate(), timeout=20)
     assert proc.returncode == 0, stderr.decode()[-2000:]
     assert fake_slack.bot_token not in stderr.decode()
+    # Start-up's objects are frozen out of every later collection (bot.gc_tuning), said in one line.
+    [tuned] = re.findall(
+        r"garbage collector: (\d+) start-up objects frozen, young generation every (\d+) ", stderr.decode()
+    )
+    assert int(tuned[0]) > 20_000 and int(tuned[1]) == YOUNG_THRESHOLD, tuned

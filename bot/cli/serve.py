@@ -16,6 +16,7 @@ from typing import Any
 
 from bot.config import Settings, load_settings
 from bot.errors import ConfigError, SlackAuthError
+from bot.gc_tuning import tune_for_serving
 from bot.logs import configure_logging
 from bot.storage.connection import redacted
 
@@ -128,6 +129,12 @@ async def _serve(settings: Settings, *, http: bool, host: str, port: int, health
         await handler.connect_async()  # type: ignore[no-untyped-call]
         log.info("connected to Slack in Socket Mode")
     log.info("consumer %s reading %s:asks", runtime.engine.consumer, settings.prefix)
+    collector = tune_for_serving()
+    log.info(
+        "garbage collector: %d start-up objects frozen, young generation every %d allocations",
+        collector.frozen,
+        collector.thresholds[0],
+    )
     await stop.wait()
     log.info("shutting down")
     if handler is not None:
