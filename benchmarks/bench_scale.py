@@ -141,6 +141,8 @@ async def main(args: argparse.Namespace) -> None:
     redis = private_redis()
     fake = await FakeProc(ID_PATTERN).start()
     agent = connect(redis.url, connection_class=CountingConnection)
+    # Redis's own default, as in bench_bot's table (the embedded server starts with the recommended one).
+    await agent.config_set("hash-max-listpack-value", 64)
     prefix = f"bench-{uuid.uuid4().hex[:6]}"
     settings = bot_settings(fake.info["api_url"], fake.info["bot_token"], redis.url, prefix)
     results: list[Size] = []

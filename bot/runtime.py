@@ -33,6 +33,7 @@ from bot.slack.edge import Refused, bolt_body, read_signed_body, refuse
 from bot.slack.gateway import SlackGateway, make_client
 from bot.slack.pacing import Pacer
 from bot.step_loop import StepLoop
+from bot.storage.base import COMPACT_HASH_VALUE_BYTES
 from bot.storage.buckets import Buckets
 from bot.storage.connection import connect
 from bot.storage.steps import StepStore
@@ -131,13 +132,22 @@ class BotRuntime:
         )
 
     async def check_redis(self) -> None:
-        """Warn when Redis may evict keys: an evicted ask is a lost ask."""
+        """Warn when Redis may evict keys: an evicted ask is a lost ask. Say (once, at start) when its
+        hashes are kept in the encoding that takes a third more memory per ask."""
         policy = await self.store.eviction_policy()
         if policy is not None and policy != "noeviction":
             log.warning(
                 "Redis maxmemory-policy is %r: under memory pressure Redis may evict in-flight asks. "
                 "Set maxmemory-policy noeviction for the database slack-ask uses.",
                 policy,
+            )
+        limit = await self.store.compact_value_limit()
+        if limit is not None and limit < COMPACT_HASH_VALUE_BYTES:
+            log.info(
+                "Redis hash-max-listpack-value is %d: each ask's record is kept as a hash table; "
+                "set it to %d to keep about a third less memory per ask (docs/operations.md)",
+                limit,
+                COMPACT_HASH_VALUE_BYTES,
             )
 
     async def start(self, *, app_token: str | None = None) -> None:

@@ -54,6 +54,7 @@ async def test_doctor_passes_every_check_on_a_ready_workspace_and_redis(fake_sla
     assert f"all {len(BOT_SCOPES)}" in line_about(lines, "scopes")
     assert "#deploys (C0DEPLOY)" in line_about(lines, "default channel")
     assert "noeviction" in line_about(lines, "Redis")
+    assert "hash-max-listpack-value is 64: 4096 keeps" in line_about(lines, "Redis")  # Redis's default
     assert [c.method for c in fake_slack.state.calls] == [
         "auth.test", "apps.connections.open", "conversations.info"
     ]  # fmt: skip
@@ -110,6 +111,14 @@ async def test_doctor_fails_a_default_channel_that_does_not_exist(fake_slack: An
     assert code == 1
     assert line_about(lines, "default channel").startswith("FAIL")
     assert "C0NOPE not found" in line_about(lines, "default channel")
+
+
+@pytest.mark.redis  # a private redis-server of its own (skipped where there is none)
+async def test_doctor_says_nothing_of_memory_on_a_redis_set_up_as_operations_md_says(fake_slack: Any) -> None:
+    with private_redis("--hash-max-ziplist-value", "4096") as port:
+        code, lines = await doctor(fake_slack, f"redis://127.0.0.1:{port}/0")
+    assert code == 0, lines
+    assert line_about(lines, "Redis").endswith("answers, maxmemory-policy noeviction")
 
 
 @pytest.mark.redis  # a private redis-server of its own (skipped where there is none)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 
 import pytest
 from redis.asyncio import Redis
@@ -11,6 +12,7 @@ from redis.asyncio import Redis
 from bot.config import Settings
 from bot.engine import Engine
 from bot.runtime import BotRuntime
+from bot.storage.base import COMPACT_HASH_VALUE_BYTES
 from bot.storage.embedded import start_embedded_redis
 from bot.storage.store import Entry, Store
 
@@ -88,3 +90,41 @@ def test_settings_never_show_secrets_in_their_repr() -> None:
     shown = repr(settings) + str(settings) + json.dumps(settings.model_dump(mode="json"))
     for secret in ("xoxb-not-a-real-secret", "sig-secret", "pw-secret"):
         assert secret not in shown
+
+
+@pytest.mark.redis  # a private redis-server of its own (skipped where there is none)
+async def test_the_bot_says_once_at_start_when_redis_keeps_asks_in_the_larger_encoding(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    embedded = start_embedded_redis()
+    if embedded.kind == "fakeredis":
+        embedded.stop()
+        pytest.skip("fakeredis has no hash-max-listpack-value; needs a redis-server binary")
+    client = Redis.from_url(embedded.url)
+    try:
+        # The embedded server starts as docs/operations.md recommends: nothing to say.
+        runtime = BotRuntime(
+            Settings(
+                slack_bot_token="xoxb-test", redis_url=embedded.url, slack_api_url="http://127.0.0.1:9/"
+            ),
+            redis=client,
+        )
+        assert await runtime.store.compact_value_limit() == COMPACT_HASH_VALUE_BYTES
+        with caplog.at_level(logging.INFO, logger="bot.runtime"):
+            await runtime.check_redis()
+        assert "hash-max-listpack-value" not in caplog.text
+        # Redis's default: an ask's hash becomes a hash table (a third more memory), said in one line.
+        await client.config_set("hash-max-ziplist-value", 64)  # the older name: Redis 6.2 takes it too
+        key = f"t-{uuid.uuid4().hex[:8]}"
+        await client.hset(key, mapping={"state": "posted", "rec": "x" * 300})
+        assert await client.object("encoding", key) == b"hashtable"
+        with caplog.at_level(logging.INFO, logger="bot.runtime"):
+            await runtime.check_redis()
+        [line] = [r.getMessage() for r in caplog.records if "hash-max-listpack-value" in r.getMessage()]
+        assert "is 64" in line and str(COMPACT_HASH_VALUE_BYTES) in line
+        await client.config_set("hash-max-ziplist-value", COMPACT_HASH_VALUE_BYTES)
+        await client.hset(f"{key}-2", mapping={"state": "posted", "rec": "x" * 300})
+        assert await client.object("encoding", f"{key}-2") in (b"listpack", b"ziplist")
+    finally:
+        await client.aclose()
+        embedded.stop()

@@ -9,7 +9,8 @@ malformed setting. It reads the same settings as ``serve`` and changes nothing a
 * the default channel (``SLACK_ASK_DEFAULT_CHANNEL`` or the policy file's default route): it
   exists, is not archived and the bot is in it (``conversations.info``),
 * Redis answers and will not evict keys (``CONFIG GET maxmemory-policy``; a managed Redis that
-  disables CONFIG gets a warning, since the answer is unknown).
+  disables CONFIG gets a warning, since the answer is unknown), with a hint when its
+  ``hash-max-listpack-value`` keeps each ask in the larger encoding (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from bot.config import Settings, load_settings
 from bot.errors import ConfigError
 from bot.slack.gateway import make_client
 from bot.slack.scopes import BOT_SCOPES, THREAD_ANSWER_SCOPES
+from bot.storage.base import COMPACT_HASH_VALUE_BYTES
 from bot.storage.connection import connect, redacted
 from bot.storage.diagnose import unreachable_reason
 from bot.storage.store import Store
@@ -237,7 +239,9 @@ async def _redis(settings: Settings, limit_s: float) -> Check:
     redis = connect(url, socket_timeout=limit_s, socket_connect_timeout=limit_s)
     try:
         await asyncio.wait_for(redis.ping(), timeout=limit_s)
-        policy = await Store(redis, settings.prefix).eviction_policy()
+        store = Store(redis, settings.prefix)
+        policy = await store.eviction_policy()
+        limit = await store.compact_value_limit()
     except (RedisError, RedisClusterException, OSError, TimeoutError) as exc:
         reason = f"{type(exc).__name__}: {unreachable_reason(exc)}"
         return Check("FAIL", what, f"cannot reach it ({reason}): check REDIS_URL")
@@ -256,5 +260,12 @@ async def _redis(settings: Settings, limit_s: float) -> Check:
             what,
             f"maxmemory-policy is {policy}: set it to noeviction (CONFIG SET maxmemory-policy noeviction, "
             "or the provider's parameter group), or in-flight asks may be evicted",
+        )
+    if limit is not None and limit < COMPACT_HASH_VALUE_BYTES:
+        return Check(
+            "ok",
+            what,
+            f"answers, maxmemory-policy noeviction; hash-max-listpack-value is {limit}: "
+            f"{COMPACT_HASH_VALUE_BYTES} keeps about a third less memory per ask (docs/operations.md)",
         )
     return Check("ok", what, "answers, maxmemory-policy noeviction")

@@ -17,7 +17,12 @@ from bot.storage.keys import Keys
 from bot.storage.records import _s
 from bot.storage.scripts import SCRIPT_NAMES, script_source
 
-__all__ = ["FINALIZE_AFTER_MS", "Step", "StoreBase"]
+__all__ = ["COMPACT_HASH_VALUE_BYTES", "FINALIZE_AFTER_MS", "Step", "StoreBase"]
+
+COMPACT_HASH_VALUE_BYTES = 4096
+"""The ``hash-max-listpack-value`` docs/operations.md recommends: an ask's hash stays a listpack (its
+compact encoding) while each value is at most this long; Redis's default, 64, is shorter than any
+ask's record. A listpack is read by scanning it, which at an ask's twenty fields costs nothing."""
 
 FINALIZE_AFTER_MS = 15_000
 """How long after an ask ends a sweeper checks that its Slack messages were updated."""
@@ -108,6 +113,21 @@ class StoreBase:
     async def server_time_ms(self) -> int:
         seconds, micros = await self.redis.time()
         return int(seconds) * 1000 + int(micros) // 1000
+
+    async def compact_value_limit(self) -> int | None:
+        """Redis's ``hash-max-listpack-value`` (``hash-max-ziplist-value`` before Redis 7), or None when
+        the server does not tell: below :data:`COMPACT_HASH_VALUE_BYTES`, an ask's record (its
+        request, then its result, are values of a few hundred bytes) turns its hash into a hash table,
+        which takes about a third more memory per ask (docs/operations.md)."""
+        for name in ("hash-max-listpack-value", "hash-max-ziplist-value"):
+            try:
+                conf = await self.redis.config_get(name)
+            except ResponseError:
+                return None
+            value = conf.get(name) or conf.get(name.encode())  # type: ignore[call-overload]
+            if value is not None:
+                return int(_s(value))
+        return None
 
     async def eviction_policy(self) -> str | None:
         """Redis's ``maxmemory-policy``, or None when the server does not tell (managed Redis)."""
