@@ -138,6 +138,10 @@ class Settings(BaseSettings):
     intake_lease_ms: int = Field(default=6_000, ge=300, validation_alias="SLACK_ASK_INTAKE_LEASE_MS")
     reclaim_idle_ms: int = Field(default=4_000, ge=100, validation_alias="SLACK_ASK_RECLAIM_IDLE_MS")
     sweep_interval_ms: int = Field(default=200, ge=10, validation_alias="SLACK_ASK_SWEEP_INTERVAL_MS")
+    idle_poll_max_ms: int = Field(default=1_000, ge=10, validation_alias="SLACK_ASK_IDLE_POLL_MAX_MS")
+    """The longest pause of the timer, workflow-step and Home-tab loops after rounds that found no work
+    (bot.loops.IdlePause): how late a timer may fire after an idle spell. At most the sweep interval
+    turns the growing pause off."""
     timer_lease_ms: int = Field(default=30_000, ge=100, validation_alias="SLACK_ASK_TIMER_LEASE_MS")
     max_deliveries: int = Field(default=5, ge=1, validation_alias="SLACK_ASK_MAX_DELIVERIES")
     consumer_name: str | None = Field(default=None, validation_alias="SLACK_ASK_CONSUMER")

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 
 from bot.engine.home import Home
 from bot.errors import SlackError
-from bot.loops import LoopHealth, log_failure, sleep_or_stop
+from bot.loops import IdlePause, LoopHealth, log_failure, sleep_or_stop
 from bot.storage.store import Store
 
 __all__ = ["HomeLoop"]
@@ -27,13 +26,14 @@ class HomeLoop:
         store: Store,
         *,
         interval_ms: int = 250,
+        idle_max_ms: int | None = None,
         lease_ms: int = 30_000,
         batch: int = 20,
         concurrency: int = 4,
     ) -> None:
         self.home = home
         self.store = store
-        self.interval_s = interval_ms / 1000
+        self.pause = IdlePause(interval_ms / 1000, (idle_max_ms or interval_ms) / 1000)
         self.lease_ms = lease_ms
         self.batch = batch
         self.concurrency = concurrency
@@ -82,4 +82,5 @@ class HomeLoop:
             self.health.ok()
             if claimed >= self.batch:
                 continue
-            await sleep_or_stop(stop, self.interval_s * (0.75 + random.random() / 2))
+            # Jittered; while rounds find nothing, the pause grows (bot.loops.IdlePause).
+            await sleep_or_stop(stop, self.pause.after(claimed))

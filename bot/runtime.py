@@ -88,7 +88,11 @@ class BotRuntime:
             block_ms=self.intake_block_ms,
         )
         self.sweeper = Sweeper(
-            self.engine, self.store, interval_ms=s.sweep_interval_ms, lease_ms=s.timer_lease_ms
+            self.engine,
+            self.store,
+            interval_ms=s.sweep_interval_ms,
+            idle_max_ms=s.idle_poll_max_ms,
+            lease_ms=s.timer_lease_ms,
         )
         # The Workflow Builder step (docs/workflow-step.md): one more agent inside the replica.
         step_store = StepStore(
@@ -100,9 +104,13 @@ class BotRuntime:
         )
         shared = Shared(settings=s, store=self.store, slack=self.slack, consumer=self.engine.consumer)
         self.workflow = WorkflowSteps(shared, step_store)
-        self.step_loop = StepLoop(self.workflow, interval_ms=s.sweep_interval_ms)
+        self.step_loop = StepLoop(
+            self.workflow, interval_ms=s.sweep_interval_ms, idle_max_ms=s.idle_poll_max_ms
+        )
         # The Home tab's publisher (docs/home.md); its claims last as long as a timer's.
-        self.home_loop = HomeLoop(self.engine.home, self.store, lease_ms=s.timer_lease_ms)
+        self.home_loop = HomeLoop(
+            self.engine.home, self.store, idle_max_ms=s.idle_poll_max_ms, lease_ms=s.timer_lease_ms
+        )
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         # Bolt's listener tasks at work (Bolt does not await them): stop waits for them before Redis closes.

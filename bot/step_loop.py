@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 
 from bot.engine.workflow import WorkflowSteps
 from bot.errors import SlackError
-from bot.loops import LoopHealth, log_failure, sleep_or_stop
+from bot.loops import IdlePause, LoopHealth, log_failure, sleep_or_stop
 
 __all__ = ["StepLoop"]
 
@@ -22,9 +21,11 @@ log = logging.getLogger(__name__)
 
 
 class StepLoop:
-    def __init__(self, steps: WorkflowSteps, *, interval_ms: int, batch: int = 50) -> None:
+    def __init__(
+        self, steps: WorkflowSteps, *, interval_ms: int, idle_max_ms: int | None = None, batch: int = 50
+    ) -> None:
         self.steps = steps
-        self.interval_s = interval_ms / 1000
+        self.pause = IdlePause(interval_ms / 1000, (idle_max_ms or interval_ms) / 1000)
         self.batch = batch
         self.health = LoopHealth("workflow")
 
@@ -64,4 +65,5 @@ class StepLoop:
             self.health.ok()
             if handled >= self.batch:
                 continue
-            await sleep_or_stop(stop, self.interval_s * (0.75 + random.random() / 2))
+            # Jittered; while rounds find nothing, the pause grows (bot.loops.IdlePause).
+            await sleep_or_stop(stop, self.pause.after(handled))

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 
 from bot.engine import Engine
-from bot.loops import LoopHealth, log_failure, sleep_or_stop
+from bot.loops import IdlePause, LoopHealth, log_failure, sleep_or_stop
 from bot.storage.store import Store
 
 __all__ = ["Sweeper"]
@@ -22,11 +21,20 @@ log = logging.getLogger(__name__)
 
 class Sweeper:
     def __init__(
-        self, engine: Engine, store: Store, *, interval_ms: int, lease_ms: int = 30_000, batch: int = 100
+        self,
+        engine: Engine,
+        store: Store,
+        *,
+        interval_ms: int,
+        idle_max_ms: int | None = None,
+        lease_ms: int = 30_000,
+        batch: int = 100,
     ) -> None:
         self.engine = engine
         self.store = store
-        self.interval_s = interval_ms / 1000
+        # The interval bounds a timer's lateness while timers keep coming due; after an idle spell,
+        # idle_max_ms does (None: no growing pause).
+        self.pause = IdlePause(interval_ms / 1000, (idle_max_ms or interval_ms) / 1000)
         self.batch = batch
         self.lease_ms = lease_ms
         self.concurrency = 32
@@ -65,5 +73,5 @@ class Sweeper:
                 self.health.ok()
             if fired >= self.batch:
                 continue  # more are due: no pause
-            # Jitter spreads replicas' sweeps; the interval bounds timer lateness.
-            await sleep_or_stop(stop, self.interval_s * (0.75 + random.random() / 2))
+            # Jittered; while rounds find nothing, the pause grows (bot.loops.IdlePause).
+            await sleep_or_stop(stop, self.pause.after(fired))

@@ -109,6 +109,8 @@ class Harness:
             "prefix": self.prefix,
             "reclaim_idle_ms": 400,
             "sweep_interval_ms": 50,
+            # Below the default (1 s), still growing: every e2e test runs the idle pause (IdlePause).
+            "idle_poll_max_ms": 400,
             "delivery_window_ms": 1500,
             "timer_lease_ms": 1500,
             # Like the fake Slack, which enforces no rate limits unless told to: pacing tests opt in.
