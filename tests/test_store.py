@@ -732,3 +732,36 @@ async def test_an_ending_wins_even_when_its_home_bookkeeping_fails(
     assert verdict.verdict == "won" and verdict.people == ([], [])
     assert await redis.llen(reply_to) == 1
     assert await redis.get(store.keys.home_recent("U1")) == b"not a list"
+
+
+async def test_on_one_server_only_the_winning_ending_sets_the_clean_up_timer_in_its_own_step(
+    redis: Redis, store: Store, reply_to: str
+) -> None:
+    # The ask's own timer (its deadline, far ahead) is left alone by every act that changes nothing;
+    # the ending that wins moves it to the clean-up time, in resolve.lua itself (one script, not two).
+    rec = _record(reply_to, created_ms=1, deadline_ms=2)  # its deadline long past: a late answer
+    await _accept(store, rec)
+    member = due_member(rec.ask_id, rec.tag)
+    far = 9_000_000_000_000
+    await redis.zadd(store.keys.due, {member: far})
+    late = Resolution(rec, "answered", _prefix_json(rec.ask_id), "U1", "answered", refuse_late=True)
+    stale = Resolution(
+        rec,
+        "cancelled",
+        _prefix_json(rec.ask_id, "cancelled"),
+        None,
+        "cancelled",
+        lease=Lease("c9", "7", 0.0),
+    )
+    assert [v.verdict for v in await store.resolve_many([late, stale])] == ["late", "stale"]
+    assert await redis.zscore(store.keys.due, member) == far
+    now = await store.server_time_ms()
+    won = await store.resolve(
+        Resolution(rec, "timeout", _prefix_json(rec.ask_id, "timeout"), None, "timeout")
+    )
+    assert won.verdict == "won"
+    at = await redis.zscore(store.keys.due, member)
+    assert at is not None and now + store.finalize_after_ms <= at < now + store.finalize_after_ms + 5_000
+    lost = await store.resolve(Resolution(rec, "answered", _prefix_json(rec.ask_id), "U2", "answered"))
+    assert lost.verdict == "ended"
+    assert await redis.zscore(store.keys.due, member) == at  # the winner's, untouched

@@ -115,7 +115,7 @@ class Intake(Room):
             await self.store.dead_letter(entry, f"invalid_envelope: {forbidden}")
             return
         # The index gets the ask's own pending life when it is claimed, so that it never lives shorter
-        # than the record (accept and the post's record no longer set it in round trips of their own).
+        # than the record (nothing after it sets it again while the ask is pending).
         early = build_record(env, tag=slot_tag(env.reply_to), created_ms=created_ms, settings=self.settings)
         tag, seen = await self.store.claim_index_state(
             env.ask_id,
@@ -389,7 +389,6 @@ class Intake(Room):
                         ack_entry=entry.id,
                         track_channel=True,
                         lease=lease,
-                        index_ttl_ms=self._pending_ttl_ms(rec),
                     )
             except TimeoutError:
                 # The lease ran out with the record unanswered: it landed in time, or it never will.

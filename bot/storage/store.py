@@ -171,18 +171,14 @@ class Store(Finishing, HomeIndex):
         track_channel: bool = False,
         stray: bool = False,
         lease: Lease | None = None,
-        index_ttl_ms: int | None = None,
     ) -> str:
         """Record new messages of an ask (and remember which channels it lives in, so archiving a
         channel can dismiss it; then ack its intake entry). ``lease``: the delivery's (fenced:
         ``stale`` when it is no longer the current one, and then nothing is recorded or acked).
-        ``index_ttl_ms``: the id index's pending life, set in the same round trip (the first post)."""
+        The id index keeps the pending life its claim gave it (``claim_index_state``)."""
         k = self.ask_keys(tag, ask_id)
         payload = messages_json(messages)
         steps: list[Step] = []
-        if index_ttl_ms is not None:
-            index = self.keys.index(ask_id)
-            steps.append(lambda pipe: pipe.pexpire(index, index_ttl_ms))
         member = due_member(ask_id, tag)
         tracked = sorted({self.keys.channel(m.channel) for m in messages}) if track_channel else []
         # Before the record: once posted.lua has run, the ask may end and leave its channels at any
@@ -265,17 +261,18 @@ class Store(Finishing, HomeIndex):
         updated the Slack messages, a sweeper finishes the job (guarantee 3).
         """
         steps = self._resolve_steps(resolution)
+        at = len(steps) - 1
         record = resolution.record
         # On one server the Home tabs' bookkeeping rides in the same round trip (home_ended.lua, after
         # the ending it looks at); on Cluster the engine does it after (Endings.home_after).
         home = not self._cluster
         if home:
             steps.append(self._home_ended_step(record.tag, record.ask_id, resolution.actor))
-        replies = await self._run_endings(steps, [(record, 1)])
-        verdict = self._resolved(replies[1])
+        replies = await self._run_endings(steps, [(record, at)])
+        verdict = self._resolved(replies[at])
         if home and verdict.verdict == "won":
-            verdict = dataclasses.replace(verdict, people=self._home_ended_parse(replies[2]))
-        elif verdict.verdict == "ended":
+            verdict = dataclasses.replace(verdict, people=self._home_ended_parse(replies[at + 1]))
+        elif verdict.verdict == "ended" and self._cluster:
             # Lost to an ending that may be finished already: the clean-up timer set first in this
             # round trip is then nobody's (the winner's finish removed its own before it).
             await self.unschedule_if_finished(record.ask_id, record.tag)
@@ -284,10 +281,12 @@ class Store(Finishing, HomeIndex):
     async def resolve_many(self, resolutions: Sequence[Resolution]) -> list[ResolveVerdict]:
         """``resolve`` for many asks in one round trip (the sweeper's timeouts)."""
         steps: list[Step] = []
+        endings: list[tuple[AskRecord, int]] = []
         for resolution in resolutions:
             steps.extend(self._resolve_steps(resolution))
-        replies = await self._run_endings(steps, [(r.record, 2 * i + 1) for i, r in enumerate(resolutions)])
-        return [self._resolved(reply) for reply in replies[1::2]]
+            endings.append((resolution.record, len(steps) - 1))
+        replies = await self._run_endings(steps, endings)
+        return [self._resolved(replies[i]) for _, i in endings]
 
     async def _run_endings(
         self, steps: Sequence[Step], endings: Sequence[tuple[AskRecord, int]]
@@ -321,14 +320,27 @@ class Store(Finishing, HomeIndex):
             await self._run(steps, confirm=False)
 
     def _resolve_steps(self, r: Resolution) -> list[Step]:
+        """The ending's steps, resolve.lua last. The clean-up timer: on one server in resolve.lua,
+        set only by the ending that wins; on Cluster (the due zset is in another slot) in a script of
+        its own first, and a losing caller takes it out again (``resolve``)."""
         record = r.record
         k = self.ask_keys(record.tag, record.ask_id)
         member = due_member(record.ask_id, record.tag)
+        timer: list[Step] = []
+        keys = [k.ask, k.audit, record.reply_to]
+        together: list[Any] = []
+        if self._cluster:
+            timer.append(
+                self._script("schedule_in", [self.keys.due], [self.finalize_after_ms, member, "keep_earlier"])
+            )
+        else:
+            keys.append(self.keys.due)
+            together = [self.finalize_after_ms, member]
         return [
-            self._script("schedule_in", [self.keys.due], [self.finalize_after_ms, member, "keep_earlier"]),
+            *timer,
             self._script(
                 "resolve",
-                [k.ask, k.audit, record.reply_to],
+                keys,
                 [
                     r.outcome,
                     r.result_prefix,
@@ -345,6 +357,7 @@ class Store(Finishing, HomeIndex):
                     r.lease.token if r.lease is not None else "",
                     r.replica,
                     r.not_after_ms,
+                    *together,
                 ],
             ),
         ]

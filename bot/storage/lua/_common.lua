@@ -178,6 +178,15 @@ end
 
 -- "Recently answered by you": `member` to the front of the person's list `key`, once, keeping the
 -- last `max` (home_recent.lua, home_ended.lua).
+-- A timer at `at` (Redis time, ms) for `member` of the due zset `key`, unless it has an earlier one.
+-- Returns the timer's time.
+local function schedule_keep_earlier(key, at, member)
+  local cur = redis.call('ZSCORE', key, member)
+  if cur and tonumber(cur) <= at then return tonumber(cur) end
+  redis.call('ZADD', key, at, member)
+  return at
+end
+
 local function recent_push(key, member, max, ttl_ms)
   redis.call('LREM', key, 0, member)
   redis.call('LPUSH', key, member)

@@ -10,7 +10,10 @@
 -- ARGV[11] a reason the ended messages show, kept in the record for every redraw ('' = none),
 -- ARGV[12] lease owner and ARGV[13] lease token when the ending is made under an intake lease
 -- ('' = not leased: a person, the sweeper, an agent's cancel), ARGV[14] the replica ending it,
--- ARGV[15] a person's act: the Redis time (ms) after which it is refused ('0' or absent = never)
+-- ARGV[15] a person's act: the Redis time (ms) after which it is refused ('0' or absent = never);
+-- on one server (not Cluster: another slot), KEYS[4] the due zset, ARGV[16] the clean-up delay (ms)
+-- and ARGV[17] the ask's member there: the ending that wins sets the clean-up timer in the same
+-- atomic step (on Cluster the caller sets it first, in a script of its own)
 -- Returns {'won', result, msgs} | {'ended', outcome} | {'late', deadline} | {'missing'} | {'moved', state}
 --       | {'stale', holder} (fenced: the lease is no longer the current one; nothing changed)
 --       | {'expired', not_after} (a person's act that arrived after the bot gave up on it)
@@ -44,5 +47,8 @@ if ARGV[5] == '1' and deadline > 0 and now >= deadline then
 end
 local out = write_result(KEYS, now, ARGV[1], ARGV[2], votes_json(f[4], ARGV[9] or 'null'), ARGV[3],
   tonumber(ARGV[4]), ARGV[6], ARGV[7], replica, lease)
-if out[1] == 'won' and (ARGV[11] or '') ~= '' then redis.call('HSET', KEYS[1], 'reason', ARGV[11]) end
+if out[1] == 'won' then
+  if (ARGV[11] or '') ~= '' then redis.call('HSET', KEYS[1], 'reason', ARGV[11]) end
+  if KEYS[4] then schedule_keep_earlier(KEYS[4], now + tonumber(ARGV[16]), ARGV[17]) end
+end
 return out
