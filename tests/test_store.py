@@ -659,8 +659,8 @@ async def test_a_copy_learned_while_the_one_server_finalize_runs_never_stays_in_
 async def test_a_person_s_ending_does_the_home_tabs_bookkeeping_in_its_own_round_trip(
     redis: Redis, redis_url: str, store: Store, reply_to: str, prefix: str
 ) -> None:
-    # On one server home_ended.lua follows resolve.lua in its round trip: the answerer's recent list,
-    # the tabs of everyone indexed (who opened theirs) marked to publish, and whose they are told.
+    # On one server the winning resolve.lua does it in its own step: the answerer's recent list, the
+    # tabs of everyone indexed (who opened theirs) marked to publish, and whose they are told.
     rec = _record(reply_to)
     await store.claim_index(rec.ask_id, rec.tag, 600_000)
     await _accept(store, rec)
@@ -678,6 +678,9 @@ async def test_a_person_s_ending_does_the_home_tabs_bookkeeping_in_its_own_round
             Resolution(rec, "answered", _prefix_json(rec.ask_id), "U1", "answered", "")
         )
         assert counted.trips == 1
+        dirty = {m.decode() for m in await redis.zrange(store.keys.home_dirty, 0, -1)}
+        assert dirty == {"U1", "U2", "U3"}
+        await redis.delete(store.keys.home_dirty)
         lost = await other.resolve(
             Resolution(rec, "answered", _prefix_json(rec.ask_id), "U3", "answered", "")
         )
@@ -688,8 +691,7 @@ async def test_a_person_s_ending_does_the_home_tabs_bookkeeping_in_its_own_round
     member = due_member(rec.ask_id, rec.tag).encode()
     assert await redis.lrange(store.keys.home_recent("U1"), 0, -1) == [member]
     assert await redis.exists(store.keys.home_recent("U3")) == 0  # the click that lost is nobody's answer
-    dirty = {m.decode() for m in await redis.zrange(store.keys.home_dirty, 0, -1)}
-    assert dirty == {"U1", "U2", "U3"}
+    assert await redis.exists(store.keys.home_dirty) == 0  # nor does it mark any tab: the winner did
 
 
 async def test_an_ending_on_cluster_leaves_the_home_tabs_to_the_engine(
@@ -722,7 +724,7 @@ async def test_a_click_that_loses_to_a_finished_ending_leaves_no_clean_up_timer(
 async def test_an_ending_wins_even_when_its_home_bookkeeping_fails(
     redis: Redis, store: Store, reply_to: str
 ) -> None:
-    # home_ended.lua rides in resolve's round trip: a person's recent list that is not a list (a
+    # resolve.lua does the Home bookkeeping: a person's recent list that is not a list (a
     # broken key) must not fail the ending, whose result is pushed all the same.
     rec = _record(reply_to)
     await store.claim_index(rec.ask_id, rec.tag, 600_000)
@@ -765,3 +767,41 @@ async def test_on_one_server_only_the_winning_ending_sets_the_clean_up_timer_in_
     lost = await store.resolve(Resolution(rec, "answered", _prefix_json(rec.ask_id), "U2", "answered"))
     assert lost.verdict == "ended"
     assert await redis.zscore(store.keys.due, member) == at  # the winner's, untouched
+
+
+async def test_on_one_server_the_post_s_record_and_its_channel_tracking_are_one_step(
+    redis: Redis, store: Store, reply_to: str
+) -> None:
+    # Tracked in the step that records the message, so a member can never be left ahead of a record
+    # that did not land: no clean-up timer at +15 s (and no sweep of a pending ask then).
+    deadline = 9_000_000_000_000
+    rec = _record(reply_to, deadline_ms=deadline)
+    verdict = await store.accept(
+        rec, consumer="c1", lease_ms=30_000, pending_ttl_ms=120_000, entry_id="1-0", schedule_at_ms=deadline
+    )
+    lease = Lease("c1", verdict.token, 0.0)
+    member = due_member(rec.ask_id, rec.tag)
+    # A refused record tracks nothing.
+    stale = Lease("c1", "99", 0.0)
+    assert await store.posted(rec.tag, rec.ask_id, [PostedMessage(channel="C2", ts="2.2")], actor="c1",
+                              track_channel=True, lease=stale) == "stale"  # fmt: skip
+    assert await redis.exists(store.keys.channel("C2")) == 0
+    posted = [PostedMessage(channel="C1", ts="1.1")]
+    assert (
+        await store.posted(rec.tag, rec.ask_id, posted, actor="c1", track_channel=True, lease=lease) == "ok"
+    )
+    assert await redis.sismember(store.keys.channel("C1"), member)
+    assert 0 < await redis.pttl(store.keys.channel("C1")) <= store.retention_ms * 2
+    assert await redis.zscore(store.keys.due, member) == deadline  # the ask's deadline, not moved
+    # A message learned after the end: tracked, and its redraw timer set in the same step.
+    won = await store.resolve(Resolution(rec, "answered", _prefix_json(rec.ask_id), "U1", "answered"))
+    await store.finalize(rec.tag, rec.ask_id, 1, channels=won.channels, people=won.people)
+    assert await redis.zscore(store.keys.due, member) is None
+    now = await store.server_time_ms()
+    late = [PostedMessage(channel="C3", ts="3.3")]
+    assert (
+        await store.posted(rec.tag, rec.ask_id, late, actor="c1", track_channel=True, stray=True) == "ended"
+    )
+    assert await redis.sismember(store.keys.channel("C3"), member)
+    at = await redis.zscore(store.keys.due, member)
+    assert at is not None and now + store.finalize_after_ms <= at < now + store.finalize_after_ms + 5_000

@@ -3,7 +3,7 @@ whose tab is to be published again.
 
 A person's index (``P:home:wait:<user>``, ``P:home:asked:<user>``) is in another slot than the ask
 (Redis Cluster), so it cannot change in the ask's own script there (on one server the ending's
-``home_ended.lua`` and ``finish.lua`` do the bookkeeping and take the rows out, in the ending's own
+``resolve.lua`` and ``finish.lua`` do the bookkeeping and take the rows out, in the ending's own
 round trips). The order makes every crash safe:
 
 - on start, the ask's own set of indexed people (``P:{tag}:home:<id>``, the ask's slot) is written
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from bot.home import RECENT_MAX
 from bot.storage.base import Step, StoreBase
@@ -201,29 +202,22 @@ class HomeIndex(StoreBase):
             await self.home_touch_users(others)
         return waiting, asked
 
-    def _home_ended_step(self, tag: str, ask_id: str, answered_by: str | None) -> Step:
-        """``home_changed`` for an ask the step before it may have ended, as one script in that step's
-        round trip (``home_ended.lua``): on one server only, where every key is on the same node.
-        Its reply (``_home_ended_parse``) tells whose indexes hold the ask, once it has ended."""
+    def _home_ended_keys(self, tag: str, ask_id: str, answered_by: str | None) -> tuple[list[str], list[Any]]:
+        """What resolve.lua needs, on one server only (every key on the same node), to do
+        ``home_changed`` for the ask it ends in the same atomic step (``home_ended`` in _common.lua):
+        the keys after its own, and the arguments after its own. Its reply's last element
+        (``_home_ended_parse``) tells whose indexes hold the ask."""
         keys = [
-            self.keys.for_ask(tag, ask_id).ask,
             self.keys.for_ask(tag, ask_id).home,
             self.keys.home_opened,
             self.keys.home_dirty,
             *([self.keys.home_recent(answered_by)] if answered_by else []),
         ]
-        args = [
-            answered_by or "",
-            due_member(ask_id, tag),
-            RECENT_MAX,
-            self._person_ttl_ms(),
-            HOME_COALESCE_MS,
-        ]
-        return self._script("home_ended", keys, args)
+        return keys, [answered_by or "", RECENT_MAX, self._person_ttl_ms(), HOME_COALESCE_MS]
 
     def _home_ended_parse(self, raw: object) -> HomePeople | None:
         if not isinstance(raw, list):
-            return None  # not ended (the script answers nil)
+            return None  # no bookkeeping in the reply
         return self._home_people_parse([raw])[0]
 
     async def home_touch_asks(self, asks: Sequence[tuple[str, str]]) -> None:

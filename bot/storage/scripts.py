@@ -18,7 +18,6 @@ SCRIPT_NAMES = (
     "finish",
     "home_claim",
     "home_done",
-    "home_ended",
     "home_opened",
     "home_recent",
     "home_touch",

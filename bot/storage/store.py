@@ -178,30 +178,33 @@ class Store(Finishing, HomeIndex):
         The id index keeps the pending life its claim gave it (``claim_index_state``)."""
         k = self.ask_keys(tag, ask_id)
         payload = messages_json(messages)
-        steps: list[Step] = []
         member = due_member(ask_id, tag)
         tracked = sorted({self.keys.channel(m.channel) for m in messages}) if track_channel else []
-        # Before the record: once posted.lua has run, the ask may end and leave its channels at any
-        # moment, and a member added after that would stay behind.
-        for channel_key in tracked:
-            steps.extend(self._track(channel_key, member))
-        if tracked:  # and a timer that takes the member out should nobody read the answer (Timers)
-            steps.append(
-                self._script("schedule_in", [self.keys.due], [self.finalize_after_ms, member, "keep_earlier"])
-            )
-        at = len(steps)
-        steps.append(
-            self._script(
-                "posted",
-                [k.ask, k.audit],
-                [actor, payload, event, "" if step is None else str(step), detail, "1" if stray else "0"]
-                + ([lease.owner, lease.token] if lease is not None else ["", ""]),
-            )
-        )
-        replies = await self._run(steps)
-        state = _s(replies[at][0])
+        args: list[str | int] = [actor, payload, event, "" if step is None else str(step), detail]
+        args += ["1" if stray else "0", *((lease.owner, lease.token) if lease is not None else ("", ""))]
+        steps: list[Step] = []
+        if not self._cluster:
+            # One server: posted.lua tracks the channels, and sets the redraw timer of a message that
+            # landed after the end, itself, in the step that records the message (nothing to undo).
+            keys = [k.ask, k.audit, self.keys.due, *tracked]
+            args += [member, self.finalize_after_ms, self.retention_ms * 2]
+            tracked = []
+        else:
+            # Cluster: the channel sets and the timers are in other slots. Before the record: once
+            # posted.lua has run, the ask may end and leave its channels at any moment, and a member
+            # added after that would stay behind; and a timer that takes the member out should nobody
+            # read the answer (Timers).
+            keys = [k.ask, k.audit]
+            for channel_key in tracked:
+                steps.extend(self._track(channel_key, member))
+            if tracked:
+                delay = [self.finalize_after_ms, member, "keep_earlier"]
+                steps.append(self._script("schedule_in", [self.keys.due], delay))
+        steps.append(self._script("posted", keys, args))
+        reply = (await self._run(steps))[-1]
+        state = _s(reply[0])
         if state in ("stale", "withdrawn"):
-            if tracked and _s(replies[at][2]) == "ended":
+            if tracked and _s(reply[2]) == "ended":
                 # Tracked above, refused here: the ended ask may have left its channels already (a
                 # withdrawn copy learned from Slack's event after the end), and nothing else would.
                 await self._run([lambda pipe, key=key: pipe.srem(key, member) for key in tracked])  # type: ignore[misc]
@@ -211,7 +214,7 @@ class Store(Finishing, HomeIndex):
             # After the record, not in its round trip: a stale delivery must leave the entry pending
             # for the replica that holds the ask now (the stream is in another slot than the ask).
             await self.ack(ack_entry)
-        if state == "ended":
+        if state == "ended" and self._cluster:
             # A message that landed (or was learned of) after the end: the clean-up timer, which
             # finalize may already have removed, must be there until it is redrawn.
             await self.schedule_in(ask_id, tag, self.finalize_after_ms)
@@ -260,18 +263,19 @@ class Store(Finishing, HomeIndex):
         A timer ``finalize_after_ms`` ahead is set first so that, should this process die before it
         updated the Slack messages, a sweeper finishes the job (guarantee 3).
         """
-        steps = self._resolve_steps(resolution)
+        # On one server the Home tabs' bookkeeping is done by the ending that wins, in resolve.lua;
+        # on Cluster the engine does it after (Endings.home_after).
+        home = not self._cluster
+        steps = self._resolve_steps(resolution, home=home)
         at = len(steps) - 1
         record = resolution.record
-        # On one server the Home tabs' bookkeeping rides in the same round trip (home_ended.lua, after
-        # the ending it looks at); on Cluster the engine does it after (Endings.home_after).
-        home = not self._cluster
-        if home:
-            steps.append(self._home_ended_step(record.tag, record.ask_id, resolution.actor))
         replies = await self._run_endings(steps, [(record, at)])
         verdict = self._resolved(replies[at])
         if home and verdict.verdict == "won":
-            verdict = dataclasses.replace(verdict, people=self._home_ended_parse(replies[at + 1]))
+            raw = replies[at]
+            verdict = dataclasses.replace(
+                verdict, people=self._home_ended_parse(raw[5] if len(raw) > 5 else None)
+            )
         elif verdict.verdict == "ended" and self._cluster:
             # Lost to an ending that may be finished already: the clean-up timer set first in this
             # round trip is then nobody's (the winner's finish removed its own before it).
@@ -319,10 +323,11 @@ class Store(Finishing, HomeIndex):
         if steps:
             await self._run(steps, confirm=False)
 
-    def _resolve_steps(self, r: Resolution) -> list[Step]:
+    def _resolve_steps(self, r: Resolution, *, home: bool = False) -> list[Step]:
         """The ending's steps, resolve.lua last. The clean-up timer: on one server in resolve.lua,
         set only by the ending that wins; on Cluster (the due zset is in another slot) in a script of
-        its own first, and a losing caller takes it out again (``resolve``)."""
+        its own first, and a losing caller takes it out again (``resolve``). ``home`` (one server
+        only): the winner does the Home tabs' bookkeeping in the same step."""
         record = r.record
         k = self.ask_keys(record.tag, record.ask_id)
         member = due_member(record.ask_id, record.tag)
@@ -336,6 +341,10 @@ class Store(Finishing, HomeIndex):
         else:
             keys.append(self.keys.due)
             together = [self.finalize_after_ms, member]
+            if home:
+                home_keys, home_args = self._home_ended_keys(record.tag, record.ask_id, r.actor)
+                keys += home_keys
+                together += home_args
         return [
             *timer,
             self._script(

@@ -177,7 +177,7 @@ local function finalize_messages(key, updated)
 end
 
 -- "Recently answered by you": `member` to the front of the person's list `key`, once, keeping the
--- last `max` (home_recent.lua, home_ended.lua).
+-- last `max` (home_recent.lua, resolve.lua).
 -- A timer at `at` (Redis time, ms) for `member` of the due zset `key`, unless it has an earlier one.
 -- Returns the timer's time.
 local function schedule_keep_earlier(key, at, member)
@@ -196,9 +196,34 @@ end
 
 -- The App Home of `user` is to be published at `at`, if they opened it at least once (keys[1],
 -- the opened zset); ZADD LT into keys[2], the dirty zset: brought forward only, never pushed back
--- (home_touch.lua, home_ended.lua). Returns 1 when marked.
+-- (home_touch.lua, resolve.lua). Returns 1 when marked.
 local function home_touch(keys, at, user)
   if not redis.call('ZSCORE', keys[1], user) then return 0 end
   redis.call('ZADD', keys[2], 'LT', at, user)
   return 1
+end
+
+-- The Home tabs' bookkeeping of an ask resolve.lua just ended, in its own atomic step, on one server
+-- only (the people's keys are in other slots on Redis Cluster, where home_changed runs after the
+-- ending instead, bot/storage/home_index.py). keys: the ask's own set of indexed people, the opened
+-- zset, the dirty zset, the answerer's "Recently answered by you" list (nil without an answerer).
+-- The answerer (resolve wrote them as `by`) gets the ask at the head of their recent list; every tab
+-- showing it is marked to publish at `at`. Returns the own set's members ("w:<user>", "r:<user>").
+-- Bookkeeping never fails the ending it rides on: its helpers run in pcall (the tab is drawn from
+-- the records, and `slack-ask check` repairs an index).
+local function home_ended(keys, at, answerer, member, max, ttl_ms)
+  local members = redis.call('SMEMBERS', keys[1])
+  local tabs = {keys[2], keys[3]}
+  local seen = {}
+  local function touch(user)
+    if seen[user] then return end
+    seen[user] = true
+    pcall(home_touch, tabs, at, user)
+  end
+  if answerer ~= '' and keys[4] then
+    pcall(recent_push, keys[4], member, max, ttl_ms)
+    touch(answerer)
+  end
+  for _, m in ipairs(members) do touch(string.sub(m, 3)) end
+  return members
 end

@@ -3,13 +3,25 @@
 -- ARGV[1] consumer (or actor), ARGV[2] JSON list of new messages, ARGV[3] event name,
 -- ARGV[4] new escalation step ('' = unchanged), ARGV[5] detail, ARGV[6] '1' for a stray: a message
 -- the bot learned of (not the delivery's own), recorded without touching the state or the lease,
--- ARGV[7] lease owner and ARGV[8] lease token of the delivery that posted it ('' = not leased)
+-- ARGV[7] lease owner and ARGV[8] lease token of the delivery that posted it ('' = not leased);
+-- on one server (not Cluster: other slots), KEYS[3] the due zset and KEYS[4..] the channel sets to
+-- track the ask in, ARGV[9] its member there, ARGV[10] the clean-up delay (ms), ARGV[11] the channel
+-- sets' lifetime (ms): what is recorded and where the ask is tracked change in one atomic step, so
+-- no clean-up timer is needed for a member added ahead of a record that may not land (on Cluster the
+-- caller tracks first and sets that timer, store.posted)
 -- Returns {'ok', state_before} or {'ended', ''} (the ask ended meanwhile: the caller must turn the
 -- new messages into ended messages at once), {'withdrawn', '', state} (every message given was
 -- withdrawn: nothing changed), {'missing', ''}, or {'stale', holder, state}: the delivery's lease is
 -- no longer the current one (fenced: nothing recorded; the caller withdraws its post). A refusal
 -- names the ask's state: an ended one may have left its channels already (store.posted).
 local now = now_ms()
+-- Where the ask is tracked, once its record has landed (one server only; see above).
+local function track()
+  for i = 4, #KEYS do
+    redis.call('SADD', KEYS[i], ARGV[9])
+    redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[11]))
+  end
+end
 local f = redis.call('HMGET', KEYS[1], 'state', 'msgs', 'withdrawn')
 local state = f[1]
 if not state then return {'missing', ''} end
@@ -61,8 +73,13 @@ if state == 'ended' then
   -- (a click on it): recorded, and the ask's messages are not done until it is redrawn too.
   redis.call('HSET', KEYS[1], 'finalized', 0, 'lease_until', 0)
   audit(KEYS[2], now, ARGV[3] .. '_after_end', ARGV[1], ARGV[5], ttl, ARGV[1], lease)
+  if KEYS[3] then
+    track()
+    redis.call('ZADD', KEYS[3], now + tonumber(ARGV[10]), ARGV[9])  -- its redraw, by a sweep if need be
+  end
   return {'ended', ''}
 end
+if KEYS[3] then track() end
 if ARGV[6] == '1' then
   audit(KEYS[2], now, ARGV[3], ARGV[1], ARGV[5], ttl, ARGV[1], lease)
   return {'ok', state}

@@ -13,7 +13,11 @@
 -- ARGV[15] a person's act: the Redis time (ms) after which it is refused ('0' or absent = never);
 -- on one server (not Cluster: another slot), KEYS[4] the due zset, ARGV[16] the clean-up delay (ms)
 -- and ARGV[17] the ask's member there: the ending that wins sets the clean-up timer in the same
--- atomic step (on Cluster the caller sets it first, in a script of its own)
+-- atomic step (on Cluster the caller sets it first, in a script of its own); and for a person's
+-- ending on one server, KEYS[5..8] the Home keys of home_ended (_common.lua: the ask's own set of
+-- people, opened, dirty, the answerer's recent list), ARGV[18] the answerer ('' = none), ARGV[19]
+-- the recent list's max, ARGV[20] its ttl_ms, ARGV[21] the delay (ms) before a publish: the won
+-- reply then ends with the people whose indexes hold the ask
 -- Returns {'won', result, msgs} | {'ended', outcome} | {'late', deadline} | {'missing'} | {'moved', state}
 --       | {'stale', holder} (fenced: the lease is no longer the current one; nothing changed)
 --       | {'expired', not_after} (a person's act that arrived after the bot gave up on it)
@@ -50,5 +54,9 @@ local out = write_result(KEYS, now, ARGV[1], ARGV[2], votes_json(f[4], ARGV[9] o
 if out[1] == 'won' then
   if (ARGV[11] or '') ~= '' then redis.call('HSET', KEYS[1], 'reason', ARGV[11]) end
   if KEYS[4] then schedule_keep_earlier(KEYS[4], now + tonumber(ARGV[16]), ARGV[17]) end
+  if KEYS[5] then
+    local homes = {KEYS[5], KEYS[6], KEYS[7], KEYS[8]}
+    out[6] = home_ended(homes, now + tonumber(ARGV[21]), ARGV[18], ARGV[17], ARGV[19], ARGV[20])
+  end
 end
 return out
