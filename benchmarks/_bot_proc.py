@@ -37,13 +37,13 @@ def _main(pipe: Pipe, settings: dict[str, Any], concurrency: int | None) -> None
                 note = "intake concurrency left at the bot's default (no way found to set it)"
         await runtime.start()
         port = await runtime.serve_http("127.0.0.1", 0)
-        try:  # as `slack-ask serve` sets it (versions before it had none)
+        started_s = time.perf_counter() - began
+        try:  # as `slack-ask serve` sets it once serving (versions before it had none)
             from bot.gc_tuning import tune_for_serving
         except ImportError:
             pass
         else:
             tune_for_serving()
-        started_s = time.perf_counter() - began
         loop = asyncio.get_running_loop()
         pipe.send(("ready", {"port": port, "start_s": started_s, "spawned": spawned, "note": note}))
         while True:

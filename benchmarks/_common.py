@@ -19,6 +19,12 @@ from redis.asyncio.connection import Connection
 from bot.storage.embedded import EmbeddedRedis, redis_answers, start_embedded_redis
 
 KB = 1024
+DEFAULT_HASH_VALUE = 64
+"""Redis's own ``hash-max-listpack-value``: the benchmarks' rounds run at it (the embedded server starts
+with the recommended one), what a Redis nobody tuned keeps."""
+TUNED_HASH_VALUE = 4096
+"""The one docs/operations.md recommends (``bot.storage.base.COMPACT_HASH_VALUE_BYTES``; a literal here,
+so that the benchmarks run against older checkouts too)."""
 
 SPAWN = mp.get_context("spawn")
 """Child processes start from a fresh interpreter: nothing of the parent's loop or connections."""

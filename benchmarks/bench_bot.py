@@ -21,7 +21,9 @@ from collections import Counter
 
 from benchmarks._bot_proc import BotProc, bot_settings
 from benchmarks._common import (
+    DEFAULT_HASH_VALUE,
     KB,
+    TUNED_HASH_VALUE,
     CountingConnection,
     at_least,
     at_most,
@@ -35,11 +37,6 @@ from benchmarks._fake_proc import FakeProc
 from benchmarks._recovery import Recovery, kill_during_delivery
 from benchmarks._rounds import ID_PATTERN, Idle, Round, idle_cost, run_round
 from bot.storage.connection import connect
-
-REDIS_DEFAULT_VALUE = 64
-TUNED_VALUE = 4096
-"""``hash-max-listpack-value`` as docs/operations.md recommends (bot.storage.base.COMPACT_HASH_VALUE_BYTES;
-a literal here, so that the benchmark runs against older checkouts too)."""
 
 
 def _median(values: list[float]) -> float:
@@ -102,22 +99,9 @@ def report(rounds: list[Round], recovery: Recovery | None, idle: Idle, tuned: Ro
         )
     )
     if tuned is not None:  # one round more, on the same Redis with the setting docs/operations.md gives
-        print(
-            row(
-                f"  the same, pending, hash-max-listpack-value {TUNED_VALUE}",
-                f"{tuned.mem_pending / KB:.2f} KB",
-                at_most(1.5 * KB, "<= 1.5 KB"),
-                tuned.mem_pending,
-            )
-        )
-        print(
-            row(
-                f"  the same, ended, hash-max-listpack-value {TUNED_VALUE}",
-                f"{tuned.mem_ended / KB:.2f} KB",
-                at_most(2 * KB, "<= 2 KB"),
-                tuned.mem_ended,
-            )
-        )
+        for what, value, bound in (("pending", tuned.mem_pending, 1.5), ("ended", tuned.mem_ended, 2)):
+            label = f"  the same, {what}, hash-max-listpack-value {TUNED_HASH_VALUE}"
+            print(row(label, f"{value / KB:.2f} KB", at_most(bound * KB, f"<= {bound:g} KB"), value))
     print(
         row(
             "bot intake / bare chat.postMessage loop",
@@ -201,7 +185,7 @@ async def main(args: argparse.Namespace, **kill_settings: object) -> None:
     agent = connect(redis.url, connection_class=CountingConnection)
     # Redis's own default for the rounds (the embedded server starts with the recommended setting):
     # what a Redis nobody tuned keeps; the tuned round after them measures the recommended one.
-    await agent.config_set("hash-max-listpack-value", REDIS_DEFAULT_VALUE)
+    await agent.config_set("hash-max-listpack-value", DEFAULT_HASH_VALUE)
     for name, value in args.redis_config:  # an operator's tuning of their Redis, measured
         await agent.config_set(name, value)
     prefix = f"bench-{uuid.uuid4().hex[:6]}"
@@ -223,18 +207,16 @@ async def main(args: argparse.Namespace, **kill_settings: object) -> None:
         )
         if warm.sample is None:
             raise SystemExit("the warm-up round posted nothing")
+        sample = warm.sample
+
+        async def measured(name: str) -> Round:
+            return await run_round(
+                name, args.asks, args.concurrency, agent=agent, prefix=prefix, bot=bot, fake=fake, bare=sample
+            )
+
         rounds = []
         for i in range(args.rounds):
-            r = await run_round(
-                f"r{i}",
-                args.asks,
-                args.concurrency,
-                agent=agent,
-                prefix=prefix,
-                bot=bot,
-                fake=fake,
-                bare=warm.sample,
-            )
+            r = await measured(f"r{i}")
             rounds.append(r)
             print(
                 f"round {i + 1}: intake {r.intake_rate:.1f}/s vs bare {r.bare_rate:.1f}/s "
@@ -248,19 +230,10 @@ async def main(args: argparse.Namespace, **kill_settings: object) -> None:
         if not any(name.startswith("hash-max-") for name, _ in args.redis_config):
             # Memory as a Redis set up as docs/operations.md says (Redis's default above): asks
             # written from now on keep the compact encoding.
-            await agent.config_set("hash-max-listpack-value", TUNED_VALUE)
-            tuned = await run_round(
-                "tuned",
-                args.asks,
-                args.concurrency,
-                agent=agent,
-                prefix=prefix,
-                bot=bot,
-                fake=fake,
-                bare=warm.sample,
-            )
+            await agent.config_set("hash-max-listpack-value", TUNED_HASH_VALUE)
+            tuned = await measured("tuned")
             print(
-                f"tuned round (hash-max-listpack-value {TUNED_VALUE}): "
+                f"tuned round (hash-max-listpack-value {TUNED_HASH_VALUE}): "
                 f"{tuned.mem_pending / KB:.2f} KB pending, {tuned.mem_ended / KB:.2f} KB ended"
             )
         await bot.stop()

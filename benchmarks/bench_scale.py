@@ -27,7 +27,16 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from benchmarks._bot_proc import BotProc, bot_settings
-from benchmarks._common import KB, CountingConnection, at_most, pct, per_command, private_redis, used_memory
+from benchmarks._common import (
+    DEFAULT_HASH_VALUE,
+    KB,
+    CountingConnection,
+    at_most,
+    pct,
+    per_command,
+    private_redis,
+    used_memory,
+)
 from benchmarks._fake_proc import FakeProc
 from benchmarks._fill import TEMPLATE_ID, capture, fill
 from benchmarks._rounds import CHANNEL, ID_PATTERN, Idle, Round, envelope, idle_cost, push, run_round
@@ -141,8 +150,8 @@ async def main(args: argparse.Namespace) -> None:
     redis = private_redis()
     fake = await FakeProc(ID_PATTERN).start()
     agent = connect(redis.url, connection_class=CountingConnection)
-    # Redis's own default, as in bench_bot's table (the embedded server starts with the recommended one).
-    await agent.config_set("hash-max-listpack-value", 64)
+    # Redis's own default, as in bench_bot's table.
+    await agent.config_set("hash-max-listpack-value", DEFAULT_HASH_VALUE)
     prefix = f"bench-{uuid.uuid4().hex[:6]}"
     settings = bot_settings(fake.info["api_url"], fake.info["bot_token"], redis.url, prefix)
     results: list[Size] = []

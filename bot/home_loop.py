@@ -33,7 +33,7 @@ class HomeLoop:
     ) -> None:
         self.home = home
         self.store = store
-        self.pause = IdlePause(interval_ms / 1000, (idle_max_ms or interval_ms) / 1000)
+        self.pause = IdlePause.of(interval_ms, idle_max_ms)
         self.lease_ms = lease_ms
         self.batch = batch
         self.concurrency = concurrency

@@ -81,12 +81,20 @@ class IdlePause:
     max_s: float
     current_s: float = 0.0
 
+    def __post_init__(self) -> None:
+        self.max_s = max(self.max_s, self.interval_s)  # at most the interval: no growing pause
+
+    @classmethod
+    def of(cls, interval_ms: int, idle_max_ms: int | None) -> IdlePause:
+        """From a loop's settings (None: no growing pause)."""
+        return cls(interval_ms / 1000, (idle_max_ms or interval_ms) / 1000)
+
     def after(self, found: int) -> float:
         """The pause after a round that found ``found`` items of work."""
         if found or self.current_s == 0.0:
             self.current_s = self.interval_s
         else:
-            self.current_s = min(self.current_s * 2, max(self.max_s, self.interval_s))
+            self.current_s = min(self.current_s * 2, self.max_s)
         return self.current_s * (0.75 + random.random() / 2)
 
 

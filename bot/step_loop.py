@@ -25,7 +25,7 @@ class StepLoop:
         self, steps: WorkflowSteps, *, interval_ms: int, idle_max_ms: int | None = None, batch: int = 50
     ) -> None:
         self.steps = steps
-        self.pause = IdlePause(interval_ms / 1000, (idle_max_ms or interval_ms) / 1000)
+        self.pause = IdlePause.of(interval_ms, idle_max_ms)
         self.batch = batch
         self.health = LoopHealth("workflow")
 

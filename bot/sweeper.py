@@ -34,7 +34,7 @@ class Sweeper:
         self.store = store
         # The interval bounds a timer's lateness while timers keep coming due; after an idle spell,
         # idle_max_ms does (None: no growing pause).
-        self.pause = IdlePause(interval_ms / 1000, (idle_max_ms or interval_ms) / 1000)
+        self.pause = IdlePause.of(interval_ms, idle_max_ms)
         self.batch = batch
         self.lease_ms = lease_ms
         self.concurrency = 32

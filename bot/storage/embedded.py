@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.errors import ConfigError
+from bot.storage.base import COMPACT_HASH_VALUE_BYTES
 
 __all__ = ["EmbeddedRedis", "die_with_parent", "free_port", "redis_answers", "start_embedded_redis"]
 
@@ -100,10 +101,10 @@ def _start_redis_server(binary: str) -> EmbeddedRedis:
             workdir,
             "--maxmemory-policy",
             "noeviction",
-            # As docs/operations.md recommends (COMPACT_HASH_VALUE_BYTES; the older name, which
-            # Redis 7 and 8 still take, so that a 6.2 server starts too).
+            # As docs/operations.md recommends (the older name, which Redis 7 and 8 still take, so
+            # that a 6.2 server starts too).
             "--hash-max-ziplist-value",
-            "4096",
+            str(COMPACT_HASH_VALUE_BYTES),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

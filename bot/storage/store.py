@@ -188,7 +188,6 @@ class Store(Finishing, HomeIndex):
             # landed after the end, itself, in the step that records the message (nothing to undo).
             keys = [k.ask, k.audit, self.keys.due, *tracked]
             args += [member, self.finalize_after_ms, self.retention_ms * 2]
-            tracked = []
         else:
             # Cluster: the channel sets and the timers are in other slots. Before the record: once
             # posted.lua has run, the ask may end and leave its channels at any moment, and a member
@@ -204,7 +203,7 @@ class Store(Finishing, HomeIndex):
         reply = (await self._run(steps))[-1]
         state = _s(reply[0])
         if state in ("stale", "withdrawn"):
-            if tracked and _s(reply[2]) == "ended":
+            if self._cluster and tracked and _s(reply[2]) == "ended":
                 # Tracked above, refused here: the ended ask may have left its channels already (a
                 # withdrawn copy learned from Slack's event after the end), and nothing else would.
                 await self._run([lambda pipe, key=key: pipe.srem(key, member) for key in tracked])  # type: ignore[misc]

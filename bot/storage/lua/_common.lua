@@ -176,10 +176,8 @@ local function finalize_messages(key, updated)
   return {1}
 end
 
--- "Recently answered by you": `member` to the front of the person's list `key`, once, keeping the
--- last `max` (home_recent.lua, resolve.lua).
--- A timer at `at` (Redis time, ms) for `member` of the due zset `key`, unless it has an earlier one.
--- Returns the timer's time.
+-- A timer at `at` (Redis time, ms) for `member` of the due zset `key`, unless it has an earlier one
+-- (schedule_in.lua, resolve.lua). Returns the timer's time.
 local function schedule_keep_earlier(key, at, member)
   local cur = redis.call('ZSCORE', key, member)
   if cur and tonumber(cur) <= at then return tonumber(cur) end
@@ -187,6 +185,8 @@ local function schedule_keep_earlier(key, at, member)
   return at
 end
 
+-- "Recently answered by you": `member` to the front of the person's list `key`, once, keeping the
+-- last `max` (home_recent.lua, resolve.lua).
 local function recent_push(key, member, max, ttl_ms)
   redis.call('LREM', key, 0, member)
   redis.call('LPUSH', key, member)
