@@ -29,17 +29,38 @@ end
 -- Append one audit entry; the list is capped and lives as long as the ask. `replica` (optional): the
 -- replica that made the change and the lease it held ('' when the work was not leased).
 -- Empty fields are left out (readers take a missing one as empty, this version and the one before).
--- Trimmed only once over the cap: RPUSH answers the length.
-local function audit(key, at, event, by, detail, ttl, replica, lease)
+-- Trimmed only once over the cap: RPUSH answers the length, which this returns.
+local function audit_push(key, at, event, by, detail, replica, lease)
   local entry = {at = at, event = event}
   if by and by ~= '' then entry.by = by end
   if detail and detail ~= '' then entry.detail = detail end
   if replica and replica ~= '' then entry.replica = replica end
   if lease and lease ~= '' then entry.lease = lease end
-  if redis.call('RPUSH', key, cjson.encode(entry)) > 200 then  -- bot.keys.AUDIT_MAX
+  local n = redis.call('RPUSH', key, cjson.encode(entry))
+  if n > 200 then  -- bot.keys.AUDIT_MAX
     redis.call('LTRIM', key, -200, -1)
   end
+  return n
+end
+
+-- An audit entry that sets the list's lifetime to `ttl` (ms): where the ask's lifetime is set or
+-- changes (accept, an ending), and where an entry is to outlive it (a refusal after the end).
+local function audit(key, at, event, by, detail, ttl, replica, lease)
+  audit_push(key, at, event, by, detail, replica, lease)
   redis.call('PEXPIRE', key, ttl)
+end
+
+-- An audit entry that keeps the list's lifetime (keys: {ask hash, audit list}). Every step that sets
+-- or changes the hash's lifetime gives the list at least the same in that step (`audit` above), so
+-- the list never runs out before the hash and a later entry need not set it again: only a list this
+-- entry creates takes the hash's remaining life (`fallback` ms for a hash without one). Saves a PTTL
+-- and a PEXPIRE each (issue 22).
+local function audit_kept(keys, at, event, by, detail, fallback, replica, lease)
+  if audit_push(keys[2], at, event, by, detail, replica, lease) == 1 then
+    local ttl = redis.call('PTTL', keys[1])
+    if ttl < 0 then ttl = fallback end
+    redis.call('PEXPIRE', keys[2], ttl)
+  end
 end
 
 -- FENCING. Work done under an intake lease carries that lease: its owner and its token, the ask's
@@ -49,9 +70,10 @@ end
 -- over and nobody took the ask over since: still this lease's). An empty token: work that is not
 -- leased (a person's act, a message learned of), or a replica from before fencing (rolling update).
 -- Returns nil when the change may land, else who holds the ask now ('owner#tries', or 'expired').
-local function stale_lease(key, now, owner, token)
+-- `held` (optional): the hash's {owner, tries, lease_until}, when the caller has read them already.
+local function stale_lease(key, now, owner, token, held)
   if token == nil or token == '' then return nil end
-  local f = redis.call('HMGET', key, 'owner', 'tries', 'lease_until')
+  local f = held or redis.call('HMGET', key, 'owner', 'tries', 'lease_until')
   if f[1] ~= owner or tostring(f[2]) ~= token then
     return tostring(f[1] or '') .. '#' .. tostring(f[2] or '')
   end
@@ -91,12 +113,14 @@ end
 -- caller's atomic step. The only place a result is written (resolve.lua and vote.lua call it).
 -- `prefix` is the result JSON up to and including '"resolved_at":' (bot.results.result_prefix);
 -- `votes` is inserted just before resolved_at, and the Redis time closes the object.
--- keys: {ask hash, audit list, reply_to}. Returns {'won', result, msgs, undelivered, withdrawn}
+-- keys: {ask hash, audit list, reply_to}. `tracked` (optional): the hash's {msgs, withdrawn}, when
+-- the caller has read them already in this step. Returns {'won', result, msgs, undelivered, withdrawn}
 -- (withdrawn: the hash's field, '' when none; the channels to leave at finalize): undelivered is
 -- '' or why nothing was pushed (reply_to became a key of another type meanwhile: the bot only
 -- appends to a list or a missing key, and then changes nothing about that key; protocol section 1).
 local RESOLVED_AT = '"resolved_at":'
-local function write_result(keys, now, outcome, prefix, votes, actor, retention, event, detail, replica, lease)
+local function write_result(keys, now, outcome, prefix, votes, actor, retention, event, detail, replica, lease,
+                            tracked)
   if string.sub(prefix, -#RESOLVED_AT) ~= RESOLVED_AT then
     return redis.error_reply('result prefix must end with ' .. RESOLVED_AT)
   end
@@ -116,7 +140,7 @@ local function write_result(keys, now, outcome, prefix, votes, actor, retention,
   end
   audit(keys[2], now, event, actor, detail, retention, replica, lease)
   if undelivered ~= '' then audit(keys[2], now, 'not_pushed', '', undelivered, retention) end
-  local tracked = redis.call('HMGET', keys[1], 'msgs', 'withdrawn')
+  tracked = tracked or redis.call('HMGET', keys[1], 'msgs', 'withdrawn')
   return {'won', result, tracked[1], undelivered, tracked[2] or ''}
 end
 
@@ -174,15 +198,6 @@ local function finalize_messages(key, updated)
   end
   redis.call('HSET', key, 'finalized', 1)
   return {1}
-end
-
--- A timer at `at` (Redis time, ms) for `member` of the due zset `key`, unless it has an earlier one
--- (schedule_in.lua, resolve.lua). Returns the timer's time.
-local function schedule_keep_earlier(key, at, member)
-  local cur = redis.call('ZSCORE', key, member)
-  if cur and tonumber(cur) <= at then return tonumber(cur) end
-  redis.call('ZADD', key, at, member)
-  return at
 end
 
 -- "Recently answered by you": `member` to the front of the person's list `key`, once, keeping the

@@ -8,16 +8,14 @@ local now = now_ms()
 local f = redis.call('HMGET', KEYS[1], 'state', ARGV[1], 'msgs', 'withdrawn')
 if not f[1] then return {'missing'} end
 local new = cjson.decode(ARGV[3])
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl < 0 then ttl = 86400000 end
 if f[1] ~= 'ended' and tostring(f[2]) ~= ARGV[2] then
   -- Another sweeper posted this step first: the copy posted here is withdrawn in this same step
   -- (never a live member of the record), and only then deleted by the caller, so Slack's event for
   -- that delete finds no message of the ask to dismiss it with.
   if #new > 0 then
     withdraw(KEYS[1], new)
-    audit(KEYS[2], now, 'withdrawn', ARGV[5], 'a copy of step ' .. (tonumber(ARGV[2]) + 1) ..
-      ' another sweeper posted first', ttl)
+    audit_kept(KEYS, now, 'withdrawn', ARGV[5], 'a copy of step ' .. (tonumber(ARGV[2]) + 1) ..
+      ' another sweeper posted first', 86400000)
   end
   return {'moved', tostring(f[2])}
 end
@@ -37,5 +35,5 @@ if f[1] == 'ended' then
   return {'ended'}
 end
 redis.call('HSET', KEYS[1], ARGV[1], tonumber(ARGV[2]) + 1)
-audit(KEYS[2], now, ARGV[4], ARGV[5], ARGV[6], ttl)
+audit_kept(KEYS, now, ARGV[4], ARGV[5], ARGV[6], 86400000)
 return {'ok'}

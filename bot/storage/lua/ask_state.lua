@@ -2,5 +2,8 @@
 -- ask accepted under a live lease is being posted, so its duplicate takes no post token).
 -- KEYS[1] the ask's hash. Returns {state or false, 1 when the lease is live else 0}.
 local state, lease_until = unpack(redis.call('HMGET', KEYS[1], 'state', 'lease_until'))
-local live = (tonumber(lease_until) or 0) > now_ms() and 1 or 0
+-- TIME only for a lease that is set (a new ask has none, a posted one 0).
+local until_ms = tonumber(lease_until) or 0
+local live = 0
+if until_ms > 0 and until_ms > now_ms() then live = 1 end
 return {state, live}

@@ -22,7 +22,8 @@ local function track()
     redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[11]))
   end
 end
-local f = redis.call('HMGET', KEYS[1], 'state', 'msgs', 'withdrawn')
+-- One read for the record and the lease (stale_lease below).
+local f = redis.call('HMGET', KEYS[1], 'state', 'msgs', 'withdrawn', 'owner', 'tries', 'lease_until')
 local state = f[1]
 if not state then return {'missing', ''} end
 local msgs = cjson.decode(f[2])
@@ -51,28 +52,36 @@ if #new > 0 and live == 0 then return {'withdrawn', '', state} end
 local lease = ''
 if (ARGV[8] or '') ~= '' then lease = ARGV[7] .. '#' .. ARGV[8] end
 local holder = nil
-if ARGV[6] ~= '1' then holder = stale_lease(KEYS[1], now, ARGV[7], ARGV[8]) end
+if ARGV[6] ~= '1' then holder = stale_lease(KEYS[1], now, ARGV[7], ARGV[8], {f[4], f[5], f[6]}) end
+-- The audit list keeps the ask's lifetime (audit_kept): a record does not change the ask's.
+local kept = {KEYS[1], KEYS[2]}
 if holder then
-  local ttl0 = redis.call('PTTL', KEYS[1])
-  if ttl0 < 0 then ttl0 = 86400000 end
-  audit(KEYS[2], now, 'refused_stale', ARGV[1], ARGV[3] .. ' under lease ' .. lease .. ', now ' .. holder,
-    ttl0, ARGV[1], lease)
+  audit_kept(kept, now, 'refused_stale', ARGV[1], ARGV[3] .. ' under lease ' .. lease .. ', now ' .. holder,
+    86400000, ARGV[1], lease)
   return {'stale', holder, state}
 end
--- cjson encodes an empty table as {}; msgs is never empty here when ARGV[2] had messages.
-if #msgs == 0 then
-  redis.call('HSET', KEYS[1], 'msgs', '[]')
-else
-  redis.call('HSET', KEYS[1], 'msgs', cjson.encode(msgs))
+-- One HSET for every field this record changes. cjson encodes an empty table as {}; msgs is never
+-- empty here when ARGV[2] had messages.
+local fields = {'msgs', '[]'}
+if #msgs > 0 then fields[2] = cjson.encode(msgs) end
+local function also(name, value)
+  table.insert(fields, name)
+  table.insert(fields, value)
 end
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl < 0 then ttl = 86400000 end
-if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'step', ARGV[4]) end
+if ARGV[4] ~= '' then also('step', ARGV[4]) end
 if state == 'ended' then
   -- A message that landed after the end (cancelled mid-post) or that the bot only learned of now
   -- (a click on it): recorded, and the ask's messages are not done until it is redrawn too.
-  redis.call('HSET', KEYS[1], 'finalized', 0, 'lease_until', 0)
-  audit(KEYS[2], now, ARGV[3] .. '_after_end', ARGV[1], ARGV[5], ttl, ARGV[1], lease)
+  also('finalized', 0)
+  also('lease_until', 0)
+elseif ARGV[6] ~= '1' and state == 'accepted' then
+  -- The post landed: no delivery is in flight any more (finalize.lua waits for none).
+  also('state', 'posted')
+  also('lease_until', 0)
+end
+redis.call('HSET', KEYS[1], unpack(fields))
+if state == 'ended' then
+  audit_kept(kept, now, ARGV[3] .. '_after_end', ARGV[1], ARGV[5], 86400000, ARGV[1], lease)
   if KEYS[3] then
     track()
     redis.call('ZADD', KEYS[3], now + tonumber(ARGV[10]), ARGV[9])  -- its redraw, by a sweep if need be
@@ -80,11 +89,5 @@ if state == 'ended' then
   return {'ended', ''}
 end
 if KEYS[3] then track() end
-if ARGV[6] == '1' then
-  audit(KEYS[2], now, ARGV[3], ARGV[1], ARGV[5], ttl, ARGV[1], lease)
-  return {'ok', state}
-end
--- The post landed: no delivery is in flight any more (finalize.lua waits for none).
-if state == 'accepted' then redis.call('HSET', KEYS[1], 'state', 'posted', 'lease_until', 0) end
-audit(KEYS[2], now, ARGV[3], ARGV[1], ARGV[5], ttl, ARGV[1], lease)
+audit_kept(kept, now, ARGV[3], ARGV[1], ARGV[5], 86400000, ARGV[1], lease)
 return {'ok', state}

@@ -22,7 +22,8 @@
 --       | {'stale', holder} (fenced: the lease is no longer the current one; nothing changed)
 --       | {'expired', not_after} (a person's act that arrived after the bot gave up on it)
 local now = now_ms()
-local f = redis.call('HMGET', KEYS[1], 'state', 'deadline_ms', 'outcome', 'votes')
+-- One read for the decision and for the won reply (write_result's `tracked`).
+local f = redis.call('HMGET', KEYS[1], 'state', 'deadline_ms', 'outcome', 'votes', 'msgs', 'withdrawn')
 local state = f[1]
 if not state then return {'missing'} end
 local replica = ARGV[14] or ''
@@ -50,10 +51,11 @@ if ARGV[5] == '1' and deadline > 0 and now >= deadline then
   return {'late', tostring(deadline)}
 end
 local out = write_result(KEYS, now, ARGV[1], ARGV[2], votes_json(f[4], ARGV[9] or 'null'), ARGV[3],
-  tonumber(ARGV[4]), ARGV[6], ARGV[7], replica, lease)
+  tonumber(ARGV[4]), ARGV[6], ARGV[7], replica, lease, {f[5], f[6]})
 if out[1] == 'won' then
   if (ARGV[11] or '') ~= '' then redis.call('HSET', KEYS[1], 'reason', ARGV[11]) end
-  if KEYS[4] then schedule_keep_earlier(KEYS[4], now + tonumber(ARGV[16]), ARGV[17]) end
+  -- The clean-up timer, unless the ask has an earlier one (LT: one command, the answer unused).
+  if KEYS[4] then redis.call('ZADD', KEYS[4], 'LT', now + tonumber(ARGV[16]), ARGV[17]) end
   if KEYS[5] then
     local homes = {KEYS[5], KEYS[6], KEYS[7], KEYS[8]}
     out[6] = home_ended(homes, now + tonumber(ARGV[21]), ARGV[18], ARGV[17], ARGV[19], ARGV[20])

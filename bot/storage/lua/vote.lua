@@ -12,7 +12,7 @@
 -- Returns {'won', result, msgs} | {'counted', votes} | {'same', votes} | {'ended', outcome}
 --       | {'late', deadline} | {'missing'} | {'expired', not_after}   (votes: the result-form votes JSON)
 local now = now_ms()
-local f = redis.call('HMGET', KEYS[1], 'state', 'deadline_ms', 'outcome', 'votes')
+local f = redis.call('HMGET', KEYS[1], 'state', 'deadline_ms', 'outcome', 'votes', 'msgs', 'withdrawn')
 local state = f[1]
 if not state then return {'missing'} end
 if refused_unconfirmed(KEYS, now, ARGV[9], ARGV[1], 'vote for option ' .. ARGV[3], tonumber(ARGV[7])) then
@@ -45,8 +45,6 @@ end
 table.insert(kept, {id = ARGV[1], user = ARGV[2], s = option, at = iso(now)})
 local stored = cjson.encode(kept)
 redis.call('HSET', KEYS[1], 'votes', stored)
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl < 0 then ttl = retention end
 local n = 0
 for _, v in ipairs(kept) do
   if v.s == option then n = n + 1 end
@@ -56,9 +54,10 @@ if changed then event = 'vote_changed' end
 if ARGV[5] == '1' or n >= tonumber(ARGV[4]) then
   local ending = 'approved'
   if ARGV[5] == '1' then ending = 'vetoed' end
-  audit(KEYS[2], now, event, ARGV[1], detail, ttl)
+  -- write_result then gives the list the ended ask's lifetime.
+  audit_push(KEYS[2], now, event, ARGV[1], detail)
   return write_result(KEYS, now, 'answered', ARGV[6], votes_json(stored, '[]'), ARGV[1], retention,
-    ending, detail .. ' has ' .. n .. ' of ' .. ARGV[4], ARGV[8] or '', '')
+    ending, detail .. ' has ' .. n .. ' of ' .. ARGV[4], ARGV[8] or '', '', {f[5], f[6]})
 end
-audit(KEYS[2], now, event, ARGV[1], detail .. ' has ' .. n .. ' of ' .. ARGV[4], ttl)
+audit_kept(KEYS, now, event, ARGV[1], detail .. ' has ' .. n .. ' of ' .. ARGV[4], retention)
 return {'counted', votes_json(stored, '[]')}

@@ -21,7 +21,5 @@ if state ~= 'accepted' then
   if taken > 0 and kept == 0 then return {'carries'} end
 end
 withdraw(KEYS[1], gone)
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl < 0 then ttl = 86400000 end
-audit(KEYS[2], now_ms(), 'withdrawn', ARGV[2], ARGV[3], ttl)
+audit_kept(KEYS, now_ms(), 'withdrawn', ARGV[2], ARGV[3], 86400000)
 return {'ok'}

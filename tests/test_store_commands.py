@@ -1,0 +1,178 @@
+"""What the store's steps cost Redis, counted on a redis-server of the test's own (INFO commandstats
+counts every command, a script's inner ones included; the shared server's counts are everybody's).
+
+Issue 22: each decision point reads the ask's hash once and writes it once, and an audit entry keeps
+the list's lifetime (set where the ask's own is set or changed) rather than read and set it again.
+The lifetimes these savings rest on are asserted too: the audit list never runs out before the ask.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from bot.model import AskRecord, PostedMessage
+from bot.storage.keys import due_member, slot_tag
+from bot.storage.store import Lease, Resolution, Store
+from tests.redis_procs import private_redis
+from tests.test_store import _prefix_json, _record
+
+PENDING_TTL_MS = 120_000
+
+
+@pytest.fixture
+async def own(prefix: str) -> AsyncIterator[tuple[Redis, Store]]:
+    with private_redis() as port:
+        redis = Redis.from_url(f"redis://127.0.0.1:{port}/0")
+        try:
+            store = Store(redis, prefix, retention_ms=60_000)
+            await store.load_scripts()
+            yield redis, store
+        finally:
+            await redis.aclose()
+
+
+async def _counted(redis: Redis) -> Counter[str]:
+    """Commands since the last call (CONFIG RESETSTAT), by name, without the counting's own."""
+    stats: dict[str, Any] = await redis.info("commandstats")
+    await redis.config_resetstat()
+    out = Counter({name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()})
+    for own in ("info", "config|resetstat", "config"):
+        out.pop(own, None)
+    return out
+
+
+async def _posted(redis: Redis, store: Store, rec: AskRecord, deadline: int) -> Lease:
+    await store.claim_index(rec.ask_id, rec.tag, PENDING_TTL_MS)
+    verdict = await store.accept(
+        rec,
+        consumer="c1",
+        lease_ms=30_000,
+        pending_ttl_ms=PENDING_TTL_MS,
+        entry_id="1-0",
+        schedule_at_ms=deadline,
+    )
+    assert verdict.verdict == "post"
+    return Lease("c1", verdict.token, 0.0)
+
+
+async def _answered(store: Store, rec: AskRecord) -> str:
+    resolution = Resolution(rec, "answered", _prefix_json(rec.ask_id), "U1", "answered")
+    return (await store.resolve(resolution)).verdict
+
+
+async def _audit_outlives_the_ask(redis: Redis, store: Store, rec: AskRecord) -> None:
+    k = store.ask_keys(rec.tag, rec.ask_id)
+    ask_ttl, audit_ttl = await redis.pttl(k.ask), await redis.pttl(k.audit)
+    assert ask_ttl > 0 and audit_ttl > 0, (ask_ttl, audit_ttl)
+    # Both lifetimes are set in one atomic step (one Redis time): only the read apart.
+    assert audit_ttl >= ask_ttl - 50, (ask_ttl, audit_ttl)
+
+
+async def test_a_new_ask_s_duplicate_check_reads_no_clock(own: tuple[Redis, Store]) -> None:
+    # No lease is set on an ask nobody has seen (nor on a posted one): nothing to compare with TIME.
+    redis, store = own
+    rec = _record(f"{store.keys.prefix}:reply:a")
+    await _counted(redis)
+    assert await store.claim_index_state(rec.ask_id, rec.tag, PENDING_TTL_MS) == (rec.tag, None)
+    counts = await _counted(redis)
+    assert counts["time"] == 0 and counts["hmget"] == 1, counts
+
+
+async def test_a_post_s_record_reads_and_writes_the_hash_once_and_keeps_the_audit_s_lifetime(
+    own: tuple[Redis, Store],
+) -> None:
+    redis, store = own
+    deadline = 9_000_000_000_000
+    rec = _record(f"{store.keys.prefix}:reply:b", deadline_ms=deadline)
+    lease = await _posted(redis, store, rec, deadline)
+    await _counted(redis)
+    posted = [PostedMessage(channel="C1", ts="1.1")]
+    verdict = await store.posted(rec.tag, rec.ask_id, posted, actor="c1", track_channel=True, lease=lease)
+    counts = await _counted(redis)
+    assert verdict == "ok"
+    # The record and its lease in one HMGET, every changed field in one HSET; the channel set's
+    # lifetime is the one PEXPIRE (the audit list keeps the ask's), and no PTTL is read.
+    assert (counts["hmget"], counts["hset"], counts["pexpire"], counts["pttl"]) == (1, 1, 1, 0), counts
+    loaded = await store.load(rec.tag, rec.ask_id)
+    assert loaded is not None and loaded.state == "posted" and loaded.messages == posted
+    assert [e.event for e in await store.read_audit(rec.tag, rec.ask_id)] == ["accepted", "posted"]
+    await _audit_outlives_the_ask(redis, store, rec)
+
+
+async def test_an_audit_list_that_is_gone_takes_the_ask_s_remaining_life(own: tuple[Redis, Store]) -> None:
+    # Only an entry that creates the list sets its lifetime: from the hash's, never none.
+    redis, store = own
+    rec = _record(f"{store.keys.prefix}:reply:c")
+    lease = await _posted(redis, store, rec, 9_000_000_000_000)
+    k = store.ask_keys(rec.tag, rec.ask_id)
+    await redis.delete(k.audit)
+    posted = [PostedMessage(channel="C1", ts="1.1")]
+    assert await store.posted(rec.tag, rec.ask_id, posted, actor="c1", lease=lease) == "ok"
+    assert [e.event for e in await store.read_audit(rec.tag, rec.ask_id)] == ["posted"]
+    await _audit_outlives_the_ask(redis, store, rec)
+
+
+async def test_a_click_s_ending_reads_the_hash_once_and_keeps_an_earlier_timer_in_one_command(
+    own: tuple[Redis, Store],
+) -> None:
+    redis, store = own
+    soon = 1_000  # a deadline timer long due: earlier than the clean-up time, it is kept
+    rec = _record(f"{store.keys.prefix}:reply:d")
+    lease = await _posted(redis, store, rec, soon)
+    posted = [PostedMessage(channel="C1", ts="1.1")]
+    assert await store.posted(rec.tag, rec.ask_id, posted, actor="c1", lease=lease) == "ok"
+    await _counted(redis)
+    won = await store.resolve(Resolution(rec, "answered", _prefix_json(rec.ask_id), "U1", "answered"))
+    counts = await _counted(redis)
+    assert won.verdict == "won" and won.messages == posted
+    # The decision and the won reply's messages from one HMGET; the timer by one ZADD LT (the one
+    # ZSCORE is whether the answerer ever opened their Home tab, which then is marked to publish).
+    assert (counts["hmget"], counts["zadd"], counts["zscore"]) == (1, 1, 1), counts
+    member = due_member(rec.ask_id, rec.tag)
+    assert await redis.zscore(store.keys.due, member) == soon
+    await _audit_outlives_the_ask(redis, store, rec)
+    # A later timer is brought forward to the clean-up time.
+    other = _record(f"{store.keys.prefix}:reply:e", ask_id="ask-2")
+    far = 9_000_000_000_000
+    await _posted(redis, store, other, far)
+    now = await store.server_time_ms()
+    assert await _answered(store, other) == "won"
+    at = await redis.zscore(store.keys.due, due_member("ask-2", slot_tag(other.reply_to)))
+    assert at is not None and now + store.finalize_after_ms <= at < now + store.finalize_after_ms + 5_000
+
+
+async def test_every_step_of_an_ask_leaves_its_audit_list_living_at_least_as_long(
+    own: tuple[Redis, Store],
+) -> None:
+    # The invariant the kept lifetimes rest on, through the steps that audit without setting one.
+    redis, store = own
+    rec = _record(f"{store.keys.prefix}:reply:f")
+    lease = await _posted(redis, store, rec, 9_000_000_000_000)
+    await _audit_outlives_the_ask(redis, store, rec)
+    first = [PostedMessage(channel="C1", ts="1.1")]
+    assert await store.posted(rec.tag, rec.ask_id, first, actor="c1", lease=lease) == "ok"
+    await _audit_outlives_the_ask(redis, store, rec)
+    step = [PostedMessage(channel="C2", ts="2.2", step=1)]
+    assert await store.advance(
+        rec.tag, rec.ask_id, counter="step", expected=0, messages=step, event="escalated", actor="s1"
+    ) == "ok"  # fmt: skip
+    await _audit_outlives_the_ask(redis, store, rec)
+    assert await store.withdraw(rec.tag, rec.ask_id, step, actor="s1", detail="a test") == "ok"
+    await _audit_outlives_the_ask(redis, store, rec)
+    stray = [PostedMessage(channel="C3", ts="3.3")]
+    assert await store.posted(rec.tag, rec.ask_id, stray, actor="c1", stray=True, event="learned") == "ok"
+    await _audit_outlives_the_ask(redis, store, rec)
+    assert await _answered(store, rec) == "won"
+    await _audit_outlives_the_ask(redis, store, rec)
+    late = [PostedMessage(channel="C4", ts="4.4")]
+    assert await store.posted(rec.tag, rec.ask_id, late, actor="c1", stray=True, event="learned") == "ended"
+    await _audit_outlives_the_ask(redis, store, rec)
+    events = [e.event for e in await store.read_audit(rec.tag, rec.ask_id)]
+    assert events == [
+        "accepted", "posted", "escalated", "withdrawn", "learned", "answered", "learned_after_end"
+    ]  # fmt: skip
