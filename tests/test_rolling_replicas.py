@@ -4,8 +4,9 @@ taken by either, clicked through either, and the old one is killed halfway: ever
 result, posted once, and the invariant check finds nothing.
 
 The version before is ``PREVIOUS``, the last commit of the round that landed before this one's
-storage changes (``finish.lua``, ``home_ended.lua``, auto-pipelining: the keys and fields are the same,
-the scripts that write them are not)."""
+storage changes (the keys are the same; a pending ask's hash no longer holds ``created_ms`` nor
+``finalized`` before its end, an audit entry made under its replica's own lease leaves the replica
+out, and the scripts that write them read and write less)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from bot.storage.keys import slot_tag
 from tests.harness import SIGNING_SECRET, Harness
 
 ROOT = Path(__file__).resolve().parent.parent
-PREVIOUS = "23765ac"
+PREVIOUS = "320d91e"
 DEPLOY = {"id": "deploy", "question": "Deploy?", "options": ["Yes", "No"]}
 ASKS = 24
 

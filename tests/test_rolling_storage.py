@@ -115,3 +115,48 @@ async def test_what_this_version_writes_reads_back_as_the_version_before_reads_i
     for entry in await redis.lrange(k.audit, 0, -1):  # type: ignore[misc]
         data = json.loads(entry)
         assert isinstance(data["at"], int) and data["event"] in ("accepted", "posted")
+
+
+async def test_a_pending_ask_keeps_only_the_fields_something_reads_and_both_versions_read_them(
+    redis: Redis, prefix: str, reply_to: str
+) -> None:
+    # Issue 22: no `created_ms` in the hash (it is in `rec`) and no `finalized` before the end (both
+    # versions read a missing one as not finalized); an audit entry made under the replica's own
+    # lease does not repeat the replica, which the lease names.
+    store = Store(redis, prefix, retention_ms=60_000)
+    rec = AskRecord(
+        ask_id="ask-new-2",
+        tag=reply_to,
+        reply_to=reply_to,
+        request=normalize_ask_request({"question": "Deploy?", "options": ["Yes", "No"]}),
+        created_ms=int(time.time() * 1000),
+    )
+    verdict = await store.accept(
+        rec, consumer="new-1", lease_ms=60_000, pending_ttl_ms=600_000, entry_id="1-0", schedule_at_ms=None
+    )
+    lease = Lease("new-1", verdict.token, float("inf"))
+    message = PostedMessage(channel="C0DEPLOY", ts="1.2")
+    assert await store.posted(rec.tag, rec.ask_id, [message], actor="new-1", lease=lease) == "ok"
+    k = store.ask_keys(rec.tag, rec.ask_id)
+    fields = {f.decode() for f in await redis.hkeys(k.ask)}  # type: ignore[misc]
+    assert fields == {"rec", "state", "deadline_ms", "owner", "lease_until", "tries", "msgs", "step",
+                      "reminders", "entry"}  # fmt: skip
+    loaded = await store.load(rec.tag, rec.ask_id)
+    assert loaded is not None and loaded.record == rec and not loaded.finalized
+    raw = [json.loads(e) for e in await redis.lrange(k.audit, 0, -1)]  # type: ignore[misc]
+    assert [(e["event"], e["by"], e["lease"], "replica" in e) for e in raw] == [
+        ("accepted", "new-1", "new-1#1", False),
+        ("posted", "new-1", "new-1#1", False),
+    ]
+    audit = await store.read_audit(rec.tag, rec.ask_id)
+    assert [(a.replica, a.lease) for a in audit] == [("new-1", "new-1#1")] * 2
+    # An ending on another replica's behalf keeps its replica: the person is `by`, nobody's lease.
+    won = await store.resolve(Resolution(rec, "answered", _prefix(rec), "U1", "answered", replica="new-2"))
+    assert won.verdict == "won"
+    [*_, last] = await store.read_audit(rec.tag, rec.ask_id)
+    assert (last.by, last.replica, last.lease) == ("U1", "new-2", None)
+    ended = await store.load(rec.tag, rec.ask_id)
+    assert ended is not None and ended.state == "ended" and not ended.finalized
+    await store.finalize(rec.tag, rec.ask_id, 1, channels=won.channels)
+    done = await store.load(rec.tag, rec.ask_id)
+    assert done is not None and done.finalized

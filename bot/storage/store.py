@@ -129,7 +129,6 @@ class Store(Finishing, HomeIndex):
                 [k.ask, k.audit, k.cancel, record.reply_to],
                 [
                     compact_record(record),
-                    record.created_ms,
                     record.deadline_ms or 0,
                     consumer,
                     lease_ms,
@@ -528,14 +527,17 @@ class Store(Finishing, HomeIndex):
         out: list[AuditEntry] = []
         for item in await self.redis.lrange(k.audit, 0, -1):
             data = json.loads(item)
+            lease = str(data.get("lease") or "") or None
+            # An entry made under the replica's own lease leaves the replica out (_common.lua's audit).
+            replica = str(data.get("replica") or "") or (lease.rpartition("#")[0] if lease else "") or None
             out.append(
                 AuditEntry(
                     at=iso_ms(int(data["at"])),
                     event=str(data["event"]),
                     by=str(data.get("by") or "") or None,
                     detail=str(data.get("detail") or "") or None,
-                    replica=str(data.get("replica") or "") or None,
-                    lease=str(data.get("lease") or "") or None,
+                    replica=replica,
+                    lease=lease,
                 )
             )
         return out

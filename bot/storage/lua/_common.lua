@@ -28,14 +28,17 @@ end
 
 -- Append one audit entry; the list is capped and lives as long as the ask. `replica` (optional): the
 -- replica that made the change and the lease it held ('' when the work was not leased).
--- Empty fields are left out (readers take a missing one as empty, this version and the one before).
--- Trimmed only once over the cap: RPUSH answers the length, which this returns.
+-- Empty fields are left out (readers take a missing one as empty, this version and the one before),
+-- and so is `replica` when the lease is its own ('<replica>#<token>', which names it: read_audit
+-- takes it from there). Trimmed only once over the cap: RPUSH answers the length, which this returns.
 local function audit_push(key, at, event, by, detail, replica, lease)
   local entry = {at = at, event = event}
   if by and by ~= '' then entry.by = by end
   if detail and detail ~= '' then entry.detail = detail end
-  if replica and replica ~= '' then entry.replica = replica end
   if lease and lease ~= '' then entry.lease = lease end
+  if replica and replica ~= '' and not (lease and string.match(lease, '^(.*)#%d+$') == replica) then
+    entry.replica = replica
+  end
   local n = redis.call('RPUSH', key, cjson.encode(entry))
   if n > 200 then  -- bot.keys.AUDIT_MAX
     redis.call('LTRIM', key, -200, -1)
