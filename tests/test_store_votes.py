@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 from bot.errors import NotReplicatedError
 from bot.model import AskRecord, PostedMessage
 from bot.storage.check import check_prefix
-from bot.storage.keys import slot_tag
+from bot.storage.keys import due_member, slot_tag
 from bot.storage.store import Resolution, Store, Vote
 from contract import normalize_ask_request
 from contract.envelopes import Approval, ResultEnvelope, ResultResponder
@@ -254,3 +254,41 @@ async def test_an_ending_the_replicas_did_not_confirm_still_gives_its_index_the_
     loaded = await plain.load(rec.tag, rec.ask_id)
     assert loaded is not None and loaded.state == "ended"
     assert 0 < int(await redis.pttl(plain.keys.index(rec.ask_id))) <= 60_000
+
+
+async def test_on_one_server_only_the_deciding_vote_sets_the_clean_up_timer_in_its_own_step(
+    store: Store, redis: Redis, reply_to: str
+) -> None:
+    # An undecided vote leaves the ask's own timer (its deadline) alone: no early sweep of a pending
+    # approval after every vote. The deciding vote brings it forward to the clean-up time in vote.lua.
+    rec = _record(reply_to)
+    await _posted(store, rec)
+    member = due_member(rec.ask_id, rec.tag)
+    far = 9_000_000_000_000
+    await redis.zadd(store.keys.due, {member: far})
+    assert (await store.vote(_vote(rec, "UANN", 0))).verdict == "counted"
+    assert (await store.vote(_vote(rec, "UANN", 0))).verdict == "same"
+    assert await redis.zscore(store.keys.due, member) == far
+    now = await store.server_time_ms()
+    assert (await store.vote(_vote(rec, "UBOB", 0))).verdict == "won"
+    at = await redis.zscore(store.keys.due, member)
+    assert at is not None and now + store.finalize_after_ms <= at < now + store.finalize_after_ms + 5_000
+    # A vote that finds the ask ended changes no timer either.
+    await redis.zadd(store.keys.due, {member: far})
+    assert (await store.vote(_vote(rec, "UCAT", 0))).verdict == "ended"
+    assert await redis.zscore(store.keys.due, member) == far
+
+
+async def test_on_cluster_the_clean_up_timer_goes_first_and_an_undecided_vote_only_brings_it_forward(
+    store: Store, redis: Redis, reply_to: str
+) -> None:
+    # The due zset is in another slot there: the timer is set before the vote, whatever it decides.
+    store._cluster = True
+    rec = _record(reply_to)
+    await _posted(store, rec)
+    member = due_member(rec.ask_id, rec.tag)
+    await redis.zadd(store.keys.due, {member: 9_000_000_000_000})
+    now = await store.server_time_ms()
+    assert (await store.vote(_vote(rec, "UANN", 0))).verdict == "counted"
+    at = await redis.zscore(store.keys.due, member)
+    assert at is not None and now + store.finalize_after_ms <= at < now + store.finalize_after_ms + 5_000

@@ -372,21 +372,30 @@ class Store(Finishing, HomeIndex):
     async def vote(self, vote: Vote) -> VoteVerdict:
         """Record ``vote`` and decide, in one atomic step in the ask's slot (``vote.lua``).
 
-        As for ``resolve``, the clean-up timer goes first, in case this vote decides and the process
-        dies before the Slack messages are updated; on an undecided vote it merely fires early, and
-        the sweeper sets the ask's next timer again."""
+        As for ``resolve``, the clean-up timer is set in case this vote decides and the process dies
+        before the Slack messages are updated: on one server by the deciding vote in ``vote.lua``
+        itself; on Cluster (the due zset is in another slot) in a script of its own first, where an
+        undecided vote merely makes it fire early and the sweeper sets the ask's next timer again."""
         record = vote.record
         assert record.approval is not None, "vote() is for approval asks"
         k = self.ask_keys(record.tag, record.ask_id)
         member = due_member(record.ask_id, record.tag)
+        timer: list[Step] = []
+        keys = [k.ask, k.audit, record.reply_to]
+        together: list[str | int] = []
+        if self._cluster:
+            timer.append(
+                self._script("schedule_in", [self.keys.due], [self.finalize_after_ms, member, "keep_earlier"])
+            )
+        else:
+            keys.append(self.keys.due)
+            together = [self.finalize_after_ms, member]
         replies = await self._run_endings(
             [
-                self._script(
-                    "schedule_in", [self.keys.due], [self.finalize_after_ms, member, "keep_earlier"]
-                ),
+                *timer,
                 self._script(
                     "vote",
-                    [k.ask, k.audit, record.reply_to],
+                    keys,
                     [
                         vote.voter.id,
                         json.dumps(
@@ -399,10 +408,11 @@ class Store(Finishing, HomeIndex):
                         self.retention_ms,
                         vote.replica,
                         vote.not_after_ms,
+                        *together,
                     ],
                 ),
             ],
-            [(record, 1)],
+            [(record, len(timer))],
         )
         reply = [_s(x) for x in replies[-1]]
         verdict = reply[0]

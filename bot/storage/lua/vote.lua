@@ -7,6 +7,9 @@
 -- ARGV[6] the result prefix for "this vote decides" (as resolve.lua's ARGV[2]), ARGV[7] retention_ms,
 -- ARGV[8] the replica counting the vote (named in the audit; absent from a previous version),
 -- ARGV[9] the Redis time (ms) after which this vote is refused ('0' or absent = never; resolve.lua's ARGV[15])
+-- On one server (not Cluster: another slot), KEYS[4] the due zset, ARGV[10] the clean-up delay (ms)
+-- and ARGV[11] the ask's member there: the vote that decides sets the clean-up timer in the same
+-- atomic step, and an undecided one leaves the ask's timer alone (on Cluster the caller sets it first)
 -- Only the option just voted for can reach its count with this vote (a changed vote only takes
 -- one away from another option), so the deciding option is always ARGV[3] and its voter ARGV[1].
 -- Returns {'won', result, msgs} | {'counted', votes} | {'same', votes} | {'ended', outcome}
@@ -56,8 +59,11 @@ if ARGV[5] == '1' or n >= tonumber(ARGV[4]) then
   if ARGV[5] == '1' then ending = 'vetoed' end
   -- write_result then gives the list the ended ask's lifetime.
   audit_push(KEYS[2], now, event, ARGV[1], detail)
-  return write_result(KEYS, now, 'answered', ARGV[6], votes_json(stored, '[]'), ARGV[1], retention,
+  local out = write_result(KEYS, now, 'answered', ARGV[6], votes_json(stored, '[]'), ARGV[1], retention,
     ending, detail .. ' has ' .. n .. ' of ' .. ARGV[4], ARGV[8] or '', '', {f[5], f[6]})
+  -- The clean-up timer, unless the ask has an earlier one (as in resolve.lua).
+  if out[1] == 'won' and KEYS[4] then redis.call('ZADD', KEYS[4], 'LT', now + tonumber(ARGV[10]), ARGV[11]) end
+  return out
 end
 audit_kept(KEYS, now, event, ARGV[1], detail .. ' has ' .. n .. ' of ' .. ARGV[4], retention)
 return {'counted', votes_json(stored, '[]')}
