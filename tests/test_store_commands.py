@@ -73,14 +73,37 @@ async def _audit_outlives_the_ask(redis: Redis, store: Store, rec: AskRecord) ->
     assert audit_ttl >= ask_ttl - 50, (ask_ttl, audit_ttl)
 
 
-async def test_a_new_ask_s_duplicate_check_reads_no_clock(own: tuple[Redis, Store]) -> None:
+async def test_a_new_ask_s_claim_and_duplicate_check_read_no_clock_and_no_index(
+    own: tuple[Redis, Store],
+) -> None:
     # No lease is set on an ask nobody has seen (nor on a posted one): nothing to compare with TIME.
+    # The index's value is read only when the claim finds it held (one script on one server).
     redis, store = own
     rec = _record(f"{store.keys.prefix}:reply:a")
     await _counted(redis)
     assert await store.claim_index_state(rec.ask_id, rec.tag, PENDING_TTL_MS) == (rec.tag, None)
     counts = await _counted(redis)
-    assert counts["time"] == 0 and counts["hmget"] == 1, counts
+    assert (counts["time"], counts["hmget"], counts["set"], counts["get"]) == (0, 1, 1, 0), counts
+    assert await redis.get(store.keys.index(rec.ask_id)) == rec.tag.encode()
+    assert 0 < await redis.pttl(store.keys.index(rec.ask_id)) <= PENDING_TTL_MS
+
+
+@pytest.mark.parametrize("cluster", [False, True])
+async def test_an_id_claimed_under_another_reply_to_is_found_there_or_taken_over(
+    own: tuple[Redis, Store], cluster: bool
+) -> None:
+    # The claim's two answers, in one script (one server) or side by side (Cluster): the ask known
+    # under the first reply_to is a re-send's; an index that outlived its ask is taken over.
+    redis, store = own
+    store._cluster = cluster
+    first = _record(f"{store.keys.prefix}:reply:first")
+    again = _record(f"{store.keys.prefix}:reply:again")
+    await _posted(redis, store, first, 9_000_000_000_000)
+    assert await store.claim_index_state(again.ask_id, again.tag, PENDING_TTL_MS) == (first.tag, None)
+    assert await store.claim_index_state(first.ask_id, first.tag, PENDING_TTL_MS) == (first.tag, "in_flight")
+    await redis.delete(store.ask_keys(first.tag, first.ask_id).ask)  # the index outlived its ask
+    assert await store.claim_index_state(again.ask_id, again.tag, PENDING_TTL_MS) == (again.tag, None)
+    assert await redis.get(store.keys.index(again.ask_id)) == again.tag.encode()
 
 
 async def test_a_post_s_record_reads_and_writes_the_hash_once_and_keeps_the_audit_s_lifetime(

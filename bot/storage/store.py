@@ -79,15 +79,24 @@ class Store(Finishing, HomeIndex):
         not seen yet), read in the same round trip: intake takes no post token for an ask posted or ended
         (a duplicate, a re-send) or ``in_flight`` (accepted under a live lease: accept finds it busy)."""
         index = self.keys.index(ask_id)
-        _, current, (state, live) = await self._run(
-            [
-                lambda pipe: pipe.set(index, tag, nx=True, px=ttl_ms),
-                lambda pipe: pipe.get(index),
-                # A script, not HMGET + TIME: the lease is in Redis time; Cluster refuses TIME in a pipeline.
-                self._script("ask_state", [self.ask_keys(tag, ask_id).ask], []),
-            ],
-            confirm=False,
-        )
+        ask = self.ask_keys(tag, ask_id).ask
+        current: Any
+        if not self._cluster:
+            # One script: the claim, and the index's value only when the claim found another's.
+            [(state, live, current)] = await self._run(
+                [self._script("ask_state", [ask, index], [tag, ttl_ms])], confirm=False
+            )
+        else:
+            _, current, (state, live) = await self._run(
+                [
+                    lambda pipe: pipe.set(index, tag, nx=True, px=ttl_ms),
+                    lambda pipe: pipe.get(index),
+                    # A script, not HMGET + TIME: the lease is in Redis time; Cluster refuses TIME in a
+                    # pipeline.
+                    self._script("ask_state", [ask], []),
+                ],
+                confirm=False,
+            )
         if current is None or _s(current) == tag:
             seen = _s(state) if state else None
             return tag, "in_flight" if seen == "accepted" and int(live) else seen
