@@ -199,3 +199,36 @@ async def test_every_step_of_an_ask_leaves_its_audit_list_living_at_least_as_lon
     assert events == [
         "accepted", "posted", "escalated", "withdrawn", "learned", "answered", "learned_after_end"
     ]  # fmt: skip
+
+
+async def test_an_entry_from_outside_the_scripts_never_shortens_the_trail_of_a_long_lived_ask(
+    own: tuple[Redis, Store],
+) -> None:
+    # A person refused before any script of the ask ran (not allowed to answer): the entry keeps the
+    # list's lifetime, also for an ask that lives longer than the retention (no deadline, say), and
+    # the trail then lives as long as the ask. One script: TIME, RPUSH, nothing more.
+    redis, store = own
+    rec = _record(f"{store.keys.prefix}:reply:g")
+    await store.claim_index(rec.ask_id, rec.tag, PENDING_TTL_MS)
+    verdict = await store.accept(
+        rec,
+        consumer="c1",
+        lease_ms=30_000,
+        pending_ttl_ms=store.retention_ms * 10,
+        entry_id="1-0",
+        schedule_at_ms=None,
+    )
+    assert verdict.verdict == "post"
+    await _counted(redis)
+    await store.audit(rec.tag, rec.ask_id, "refused_not_allowed", by="U9", detail="not a responder")
+    counts = await _counted(redis)
+    assert (counts["rpush"], counts["pexpire"], counts["pttl"]) == (1, 0, 0), counts
+    await _audit_outlives_the_ask(redis, store, rec)
+    [*_, entry] = await store.read_audit(rec.tag, rec.ask_id)
+    assert (entry.event, entry.by, entry.detail) == ("refused_not_allowed", "U9", "not a responder")
+    # Of an ask that is gone: the entry lives for the retention.
+    k = store.ask_keys(rec.tag, rec.ask_id)
+    await redis.delete(k.ask, k.audit)
+    await store.audit(rec.tag, rec.ask_id, "refused_not_allowed", by="U9")
+    audit_ttl = await redis.pttl(k.audit)
+    assert 0 < audit_ttl <= store.retention_ms

@@ -11,6 +11,7 @@ SCRIPT_NAMES = (
     "accept",
     "advance",
     "ask_state",
+    "audit",
     "cancel",
     "claim_due",
     "drop_consumers",

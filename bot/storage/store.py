@@ -18,7 +18,7 @@ from bot.results import parse_result
 from bot.storage.base import Step
 from bot.storage.finishing import Finishing
 from bot.storage.home_index import HomeIndex
-from bot.storage.keys import AUDIT_MAX, AskKeys, due_member
+from bot.storage.keys import AskKeys, due_member
 from bot.storage.records import (
     AcceptVerdict,
     AskStatus,
@@ -474,21 +474,11 @@ class Store(Finishing, HomeIndex):
         return _s(reply[0])  # type: ignore[return-value]
 
     async def audit(self, tag: str, ask_id: str, event: str, *, by: str | None, detail: str = "") -> None:
+        """One audit entry for the ask, in Redis time (``audit.lua``): the list keeps its lifetime,
+        at least the ask's."""
         k = self.ask_keys(tag, ask_id)
-        now = await self.server_time_ms()
-        fields: dict[str, object] = {"at": now, "event": event}
-        if by:
-            fields["by"] = by
-        if detail:
-            fields["detail"] = detail
-        entry = json.dumps(fields, separators=(",", ":"))
-        await self._run(
-            [
-                lambda pipe: pipe.rpush(k.audit, entry),
-                lambda pipe: pipe.ltrim(k.audit, -AUDIT_MAX, -1),
-                lambda pipe: pipe.pexpire(k.audit, self.retention_ms),
-            ]
-        )
+        args = [event, by or "", detail, self.retention_ms]
+        await self._run([self._script("audit", [k.ask, k.audit], args)])
 
     async def load(self, tag: str, ask_id: str) -> LoadedAsk | None:
         k = self.ask_keys(tag, ask_id)
