@@ -337,21 +337,12 @@ class Store(Finishing, HomeIndex):
         only): the winner does the Home tabs' bookkeeping in the same step."""
         record = r.record
         k = self.ask_keys(record.tag, record.ask_id)
-        member = due_member(record.ask_id, record.tag)
-        timer: list[Step] = []
         keys = [k.ask, k.audit, record.reply_to]
-        together: list[Any] = []
-        if self._cluster:
-            timer.append(
-                self._script("schedule_in", [self.keys.due], [self.finalize_after_ms, member, "keep_earlier"])
-            )
-        else:
-            keys.append(self.keys.due)
-            together = [self.finalize_after_ms, member]
-            if home:
-                home_keys, home_args = self._home_ended_keys(record.tag, record.ask_id, r.actor)
-                keys += home_keys
-                together += home_args
+        timer, together = self._clean_up_timer(record, keys)
+        if home and not self._cluster:
+            home_keys, home_args = self._home_ended_keys(record.tag, record.ask_id, r.actor)
+            keys += home_keys
+            together += home_args
         return [
             *timer,
             self._script(
@@ -378,6 +369,17 @@ class Store(Finishing, HomeIndex):
             ),
         ]
 
+    def _clean_up_timer(self, record: AskRecord, keys: list[str]) -> tuple[list[Step], list[Any]]:
+        """An ending script's clean-up timer (``resolve.lua``, ``vote.lua``): on one server the script
+        sets it when it ends the ask (the due zset is added to ``keys``; returned: its arguments); on
+        Cluster, where the due zset is in another slot, a script of its own goes first (returned)."""
+        member = due_member(record.ask_id, record.tag)
+        if self._cluster:
+            delay = [self.finalize_after_ms, member, "keep_earlier"]
+            return [self._script("schedule_in", [self.keys.due], delay)], []
+        keys.append(self.keys.due)
+        return [], [self.finalize_after_ms, member]
+
     async def vote(self, vote: Vote) -> VoteVerdict:
         """Record ``vote`` and decide, in one atomic step in the ask's slot (``vote.lua``).
 
@@ -388,17 +390,8 @@ class Store(Finishing, HomeIndex):
         record = vote.record
         assert record.approval is not None, "vote() is for approval asks"
         k = self.ask_keys(record.tag, record.ask_id)
-        member = due_member(record.ask_id, record.tag)
-        timer: list[Step] = []
         keys = [k.ask, k.audit, record.reply_to]
-        together: list[str | int] = []
-        if self._cluster:
-            timer.append(
-                self._script("schedule_in", [self.keys.due], [self.finalize_after_ms, member, "keep_earlier"])
-            )
-        else:
-            keys.append(self.keys.due)
-            together = [self.finalize_after_ms, member]
+        timer, together = self._clean_up_timer(record, keys)
         replies = await self._run_endings(
             [
                 *timer,
