@@ -38,6 +38,20 @@ def _prefix(rec: AskRecord) -> str:
     return json.dumps(body)[:-1] + ',"resolved_at":'
 
 
+def _new_record(ask_id: str, reply_to: str, *, deadline_ms: int | None = None) -> AskRecord:
+    """An ask as this version's intake records it."""
+    return AskRecord(
+        ask_id=ask_id,
+        tag=reply_to,
+        reply_to=reply_to,
+        request=normalize_ask_request({"id": "deploy", "question": "Deploy?", "options": ["Yes", "No"]}),
+        route=Route(channel="C0DEPLOY"),
+        route_text="#C0DEPLOY",
+        created_ms=int(time.time() * 1000),
+        deadline_ms=deadline_ms,
+    )
+
+
 async def _write_old(redis: Redis, store: Store, reply_to: str) -> AskRecord:
     """The fixture's posted ask, under this test's keys, as the version before left it."""
     old = json.loads(FIXTURE.read_text())
@@ -86,16 +100,7 @@ async def test_what_this_version_writes_reads_back_as_the_version_before_reads_i
     # come back as the full record. Its scripts read rec.reply_to (cancel.lua) and m.channel, m.ts
     # (posted.lua, withdraw), and every audit entry's at and event (read_audit).
     store = Store(redis, prefix, retention_ms=60_000)
-    rec = AskRecord(
-        ask_id="ask-new-1",
-        tag=reply_to,
-        reply_to=reply_to,
-        request=normalize_ask_request({"id": "deploy", "question": "Deploy?", "options": ["Yes", "No"]}),
-        route=Route(channel="C0DEPLOY"),
-        route_text="#C0DEPLOY",
-        created_ms=int(time.time() * 1000),
-        deadline_ms=int(time.time() * 1000) + 600_000,
-    )
+    rec = _new_record("ask-new-1", reply_to, deadline_ms=int(time.time() * 1000) + 600_000)
     stored = compact_record(rec)
     assert AskRecord.model_validate(json.loads(stored)) == rec
     assert json.loads(stored)["reply_to"] == reply_to
@@ -124,13 +129,7 @@ async def test_a_pending_ask_keeps_only_the_fields_something_reads_and_both_vers
     # versions read a missing one as not finalized); an audit entry made under the replica's own
     # lease does not repeat the replica, which the lease names.
     store = Store(redis, prefix, retention_ms=60_000)
-    rec = AskRecord(
-        ask_id="ask-new-2",
-        tag=reply_to,
-        reply_to=reply_to,
-        request=normalize_ask_request({"question": "Deploy?", "options": ["Yes", "No"]}),
-        created_ms=int(time.time() * 1000),
-    )
+    rec = _new_record("ask-new-2", reply_to)
     verdict = await store.accept(
         rec, consumer="new-1", lease_ms=60_000, pending_ttl_ms=600_000, entry_id="1-0", schedule_at_ms=None
     )
