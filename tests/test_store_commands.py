@@ -16,7 +16,7 @@ import pytest
 from redis.asyncio import Redis
 
 from bot.model import AskRecord, PostedMessage
-from bot.storage.keys import due_member, slot_tag
+from bot.storage.keys import AUDIT_MAX, due_member, slot_tag
 from bot.storage.store import Lease, Resolution, Store
 from tests.redis_procs import private_redis
 from tests.test_store import _prefix_json, _record
@@ -41,8 +41,8 @@ async def _counted(redis: Redis) -> Counter[str]:
     stats: dict[str, Any] = await redis.info("commandstats")
     await redis.config_resetstat()
     out = Counter({name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()})
-    for own in ("info", "config|resetstat", "config"):
-        out.pop(own, None)
+    for name in ("info", "config|resetstat", "config"):
+        out.pop(name, None)
     return out
 
 
@@ -232,3 +232,17 @@ async def test_an_entry_from_outside_the_scripts_never_shortens_the_trail_of_a_l
     await store.audit(rec.tag, rec.ask_id, "refused_not_allowed", by="U9")
     audit_ttl = await redis.pttl(k.audit)
     assert 0 < audit_ttl <= store.retention_ms
+
+
+async def test_an_audit_trail_keeps_its_last_audit_max_entries(own: tuple[Redis, Store]) -> None:
+    # The cap lives in _common.lua's audit_push (bot.storage.keys.AUDIT_MAX names it): every writer,
+    # a script's entry or one from outside, trims to the newest AUDIT_MAX.
+    redis, store = own
+    rec = _record(f"{store.keys.prefix}:reply:h")
+    await _posted(redis, store, rec, 9_000_000_000_000)
+    for i in range(AUDIT_MAX + 3):
+        await store.audit(rec.tag, rec.ask_id, "refused_not_allowed", by=f"U{i}")
+    audit = await store.read_audit(rec.tag, rec.ask_id)
+    assert len(audit) == AUDIT_MAX
+    assert [a.by for a in audit[-2:]] == [f"U{AUDIT_MAX + 1}", f"U{AUDIT_MAX + 2}"]
+    assert audit[0].by == "U3"  # accepted and the first three refusals went

@@ -337,8 +337,8 @@ class Store(Finishing, HomeIndex):
         only): the winner does the Home tabs' bookkeeping in the same step."""
         record = r.record
         k = self.ask_keys(record.tag, record.ask_id)
-        keys = [k.ask, k.audit, record.reply_to]
-        timer, together = self._clean_up_timer(record, keys)
+        timer, due, together = self._clean_up_timer(record)
+        keys = [k.ask, k.audit, record.reply_to, *due]
         if home and not self._cluster:
             home_keys, home_args = self._home_ended_keys(record.tag, record.ask_id, r.actor)
             keys += home_keys
@@ -369,16 +369,16 @@ class Store(Finishing, HomeIndex):
             ),
         ]
 
-    def _clean_up_timer(self, record: AskRecord, keys: list[str]) -> tuple[list[Step], list[Any]]:
-        """An ending script's clean-up timer (``resolve.lua``, ``vote.lua``): on one server the script
-        sets it when it ends the ask (the due zset is added to ``keys``; returned: its arguments); on
-        Cluster, where the due zset is in another slot, a script of its own goes first (returned)."""
+    def _clean_up_timer(self, record: AskRecord) -> tuple[list[Step], list[str], list[Any]]:
+        """An ending script's clean-up timer (``resolve.lua``, ``vote.lua``), as (steps before the
+        script, keys and arguments the script takes after its own): on one server the script sets it
+        when it ends the ask (the due zset, the delay and the member); on Cluster, where the due zset
+        is in another slot, a script of its own goes first."""
         member = due_member(record.ask_id, record.tag)
         if self._cluster:
             delay = [self.finalize_after_ms, member, "keep_earlier"]
-            return [self._script("schedule_in", [self.keys.due], delay)], []
-        keys.append(self.keys.due)
-        return [], [self.finalize_after_ms, member]
+            return [self._script("schedule_in", [self.keys.due], delay)], [], []
+        return [], [self.keys.due], [self.finalize_after_ms, member]
 
     async def vote(self, vote: Vote) -> VoteVerdict:
         """Record ``vote`` and decide, in one atomic step in the ask's slot (``vote.lua``).
@@ -390,14 +390,13 @@ class Store(Finishing, HomeIndex):
         record = vote.record
         assert record.approval is not None, "vote() is for approval asks"
         k = self.ask_keys(record.tag, record.ask_id)
-        keys = [k.ask, k.audit, record.reply_to]
-        timer, together = self._clean_up_timer(record, keys)
+        timer, due, together = self._clean_up_timer(record)
         replies = await self._run_endings(
             [
                 *timer,
                 self._script(
                     "vote",
-                    keys,
+                    [k.ask, k.audit, record.reply_to, *due],
                     [
                         vote.voter.id,
                         json.dumps(
@@ -530,7 +529,8 @@ class Store(Finishing, HomeIndex):
         for item in await self.redis.lrange(k.audit, 0, -1):
             data = json.loads(item)
             lease = str(data.get("lease") or "") or None
-            # An entry made under the replica's own lease leaves the replica out (_common.lua's audit).
+            # An entry made under the replica's own lease leaves the replica out (_common.lua's
+            # audit_push): the lease, '<replica>#<token>', names it.
             replica = str(data.get("replica") or "") or (lease.rpartition("#")[0] if lease else "") or None
             out.append(
                 AuditEntry(

@@ -53,15 +53,15 @@ local function audit(key, at, event, by, detail, ttl, replica, lease)
   redis.call('PEXPIRE', key, ttl)
 end
 
--- An audit entry that keeps the list's lifetime (keys: {ask hash, audit list}). Every step that sets
--- or changes the hash's lifetime gives the list at least the same in that step (`audit` above), so
--- the list never runs out before the hash and a later entry need not set it again: only a list this
--- entry creates takes the hash's remaining life (`fallback` ms for a hash without one). Saves a PTTL
--- and a PEXPIRE each (issue 22).
-local function audit_kept(keys, at, event, by, detail, fallback, replica, lease)
+-- An audit entry that keeps the list's lifetime (keys: {ask hash, audit list, ...}). Every step that
+-- sets or changes the hash's lifetime gives the list at least the same in that step (`audit` above),
+-- so the list never runs out before the hash and a later entry need not set it again: only a list
+-- this entry creates takes the hash's remaining life (`fallback` ms for a hash without one, a day
+-- unless given). Saves a PTTL and a PEXPIRE each (issue 22).
+local function audit_kept(keys, at, event, by, detail, replica, lease, fallback)
   if audit_push(keys[2], at, event, by, detail, replica, lease) == 1 then
     local ttl = redis.call('PTTL', keys[1])
-    if ttl < 0 then ttl = fallback end
+    if ttl < 0 then ttl = fallback or 86400000 end
     redis.call('PEXPIRE', keys[2], ttl)
   end
 end
@@ -201,6 +201,12 @@ local function finalize_messages(key, updated)
   end
   redis.call('HSET', key, 'finalized', 1)
   return {1}
+end
+
+-- The clean-up timer of the ask an ending script just ended (resolve.lua, vote.lua): at `at` (Redis
+-- time, ms) for `member` of the due zset `key`, unless the ask has an earlier one (LT: one command).
+local function clean_up_timer(key, at, member)
+  redis.call('ZADD', key, 'LT', at, member)
 end
 
 -- "Recently answered by you": `member` to the front of the person's list `key`, once, keeping the

@@ -15,7 +15,7 @@ if f[1] ~= 'ended' and tostring(f[2]) ~= ARGV[2] then
   if #new > 0 then
     withdraw(KEYS[1], new)
     audit_kept(KEYS, now, 'withdrawn', ARGV[5], 'a copy of step ' .. (tonumber(ARGV[2]) + 1) ..
-      ' another sweeper posted first', 86400000)
+      ' another sweeper posted first')
   end
   return {'moved', tostring(f[2])}
 end
@@ -35,5 +35,5 @@ if f[1] == 'ended' then
   return {'ended'}
 end
 redis.call('HSET', KEYS[1], ARGV[1], tonumber(ARGV[2]) + 1)
-audit_kept(KEYS, now, ARGV[4], ARGV[5], ARGV[6], 86400000)
+audit_kept(KEYS, now, ARGV[4], ARGV[5], ARGV[6])
 return {'ok'}

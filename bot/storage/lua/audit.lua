@@ -4,5 +4,5 @@
 -- never shortens the trail of an ask that lives longer than the retention (no deadline, a long one).
 -- KEYS[1] ask hash, KEYS[2] audit list. ARGV[1] event, ARGV[2] by ('' = none), ARGV[3] detail,
 -- ARGV[4] retention_ms. Returns 1.
-audit_kept(KEYS, now_ms(), ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]))
+audit_kept(KEYS, now_ms(), ARGV[1], ARGV[2], ARGV[3], nil, nil, tonumber(ARGV[4]))
 return 1

@@ -54,10 +54,9 @@ if (ARGV[8] or '') ~= '' then lease = ARGV[7] .. '#' .. ARGV[8] end
 local holder = nil
 if ARGV[6] ~= '1' then holder = stale_lease(KEYS[1], now, ARGV[7], ARGV[8], {f[4], f[5], f[6]}) end
 -- The audit list keeps the ask's lifetime (audit_kept): a record does not change the ask's.
-local kept = {KEYS[1], KEYS[2]}
 if holder then
-  audit_kept(kept, now, 'refused_stale', ARGV[1], ARGV[3] .. ' under lease ' .. lease .. ', now ' .. holder,
-    86400000, ARGV[1], lease)
+  audit_kept(KEYS, now, 'refused_stale', ARGV[1], ARGV[3] .. ' under lease ' .. lease .. ', now ' .. holder,
+    ARGV[1], lease)
   return {'stale', holder, state}
 end
 -- One HSET for every field this record changes. cjson encodes an empty table as {}; msgs is never
@@ -81,7 +80,7 @@ elseif ARGV[6] ~= '1' and state == 'accepted' then
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 if state == 'ended' then
-  audit_kept(kept, now, ARGV[3] .. '_after_end', ARGV[1], ARGV[5], 86400000, ARGV[1], lease)
+  audit_kept(KEYS, now, ARGV[3] .. '_after_end', ARGV[1], ARGV[5], ARGV[1], lease)
   if KEYS[3] then
     track()
     redis.call('ZADD', KEYS[3], now + tonumber(ARGV[10]), ARGV[9])  -- its redraw, by a sweep if need be
@@ -89,5 +88,5 @@ if state == 'ended' then
   return {'ended', ''}
 end
 if KEYS[3] then track() end
-audit_kept(kept, now, ARGV[3], ARGV[1], ARGV[5], 86400000, ARGV[1], lease)
+audit_kept(KEYS, now, ARGV[3], ARGV[1], ARGV[5], ARGV[1], lease)
 return {'ok', state}

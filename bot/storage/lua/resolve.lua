@@ -54,8 +54,7 @@ local out = write_result(KEYS, now, ARGV[1], ARGV[2], votes_json(f[4], ARGV[9] o
   tonumber(ARGV[4]), ARGV[6], ARGV[7], replica, lease, {f[5], f[6]})
 if out[1] == 'won' then
   if (ARGV[11] or '') ~= '' then redis.call('HSET', KEYS[1], 'reason', ARGV[11]) end
-  -- The clean-up timer, unless the ask has an earlier one (LT: one command, the answer unused).
-  if KEYS[4] then redis.call('ZADD', KEYS[4], 'LT', now + tonumber(ARGV[16]), ARGV[17]) end
+  if KEYS[4] then clean_up_timer(KEYS[4], now + tonumber(ARGV[16]), ARGV[17]) end
   if KEYS[5] then
     local homes = {KEYS[5], KEYS[6], KEYS[7], KEYS[8]}
     out[6] = home_ended(homes, now + tonumber(ARGV[21]), ARGV[18], ARGV[17], ARGV[19], ARGV[20])

@@ -61,9 +61,8 @@ if ARGV[5] == '1' or n >= tonumber(ARGV[4]) then
   audit_push(KEYS[2], now, event, ARGV[1], detail)
   local out = write_result(KEYS, now, 'answered', ARGV[6], votes_json(stored, '[]'), ARGV[1], retention,
     ending, detail .. ' has ' .. n .. ' of ' .. ARGV[4], ARGV[8] or '', '', {f[5], f[6]})
-  -- The clean-up timer, unless the ask has an earlier one (as in resolve.lua).
-  if out[1] == 'won' and KEYS[4] then redis.call('ZADD', KEYS[4], 'LT', now + tonumber(ARGV[10]), ARGV[11]) end
+  if out[1] == 'won' and KEYS[4] then clean_up_timer(KEYS[4], now + tonumber(ARGV[10]), ARGV[11]) end
   return out
 end
-audit_kept(KEYS, now, event, ARGV[1], detail .. ' has ' .. n .. ' of ' .. ARGV[4], retention)
+audit_kept(KEYS, now, event, ARGV[1], detail .. ' has ' .. n .. ' of ' .. ARGV[4], nil, nil, retention)
 return {'counted', votes_json(stored, '[]')}

@@ -21,5 +21,5 @@ if state ~= 'accepted' then
   if taken > 0 and kept == 0 then return {'carries'} end
 end
 withdraw(KEYS[1], gone)
-audit_kept(KEYS, now_ms(), 'withdrawn', ARGV[2], ARGV[3], 86400000)
+audit_kept(KEYS, now_ms(), 'withdrawn', ARGV[2], ARGV[3])
 return {'ok'}
