@@ -43,6 +43,10 @@ __all__ = ["build_app", "find_ask_ref", "prime_authorization"]
 
 log = logging.getLogger(__name__)
 
+ACK_WAIT_S = 3.0
+"""How long a request's answer waits for its listener's ack: Slack's own limit, after which it has
+given up on the answer (as Bolt's ``ack_timeout``)."""
+
 _Listener = TypeVar("_Listener", bound=Callable[..., Awaitable[None]])
 
 _OUR_ACTIONS = re.compile(
@@ -54,24 +58,55 @@ _OUR_ACTIONS = re.compile(
 _OUR_VIEWS = re.compile(rf"^(?:{re.escape(VIEW_FORM)}|{re.escape(VIEW_OTHER)}|{re.escape(VIEW_DECLINE)})$")
 
 
-def _tracked(running: set[asyncio.Task[Any]] | None, listener: _Listener) -> _Listener:
-    """The listener, recording the task it runs in while it runs. Bolt runs listeners in tasks of
-    its own (``process_before_response=False``) that nothing awaits, so without this a listener still
-    at work when the replica stops would use Redis after its pool was closed and open a connection
-    that nobody closes."""
-    if running is None:
-        return listener
+def _answered_at_ack(running: set[asyncio.Task[Any]], listener: _Listener) -> _Listener:
+    """The listener, run in a task of its own, ``running`` while it runs (a clean stop waits for it),
+    that Bolt's answer to Slack does not wait for beyond the listener's ``ack()``.
+
+    Bolt answers when a listener returns (``process_before_response=True``): this wrapper returns as
+    soon as the listener has acked (or ended, or, with no ``ack`` to call, at once: Bolt acks events
+    itself), and the listener's slow part goes on after the answer. Bolt's own way to answer early
+    (``process_before_response=False``) checks for the ack every 10 ms, so each click's answer waited
+    for that timer, after its result was already on the agent's list (docs/performance.md). A failure
+    before the ack reaches Bolt (an HTTP 500 and the error handler); one after it is one log line."""
 
     @functools.wraps(listener)  # Bolt picks the arguments to pass from the unwrapped signature
     async def wrapper(*args: Any, **kwargs: Any) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            running.add(task)
-        try:
-            await listener(*args, **kwargs)
-        finally:
-            if task is not None:
-                running.discard(task)
+        answered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        ack = kwargs.get("ack")
+        if ack is None:  # an event: Bolt acks it once this returns
+            answered.set_result(None)
+        else:
+
+            async def ack_and_answer(*a: Any, **kw: Any) -> Any:
+                try:
+                    return await ack(*a, **kw)
+                finally:
+                    if not answered.done():
+                        answered.set_result(None)
+
+            kwargs["ack"] = ack_and_answer
+
+        async def run() -> None:
+            try:
+                await listener(*args, **kwargs)
+            except Exception as exc:
+                if answered.done():
+                    log_failure(log, "a Slack request's listener", exc)
+                else:
+                    answered.set_exception(exc)
+            finally:
+                if not answered.done():
+                    answered.set_result(None)
+
+        task = asyncio.create_task(run())
+        running.add(task)
+        task.add_done_callback(running.discard)
+        done, _ = await asyncio.wait({answered}, timeout=ACK_WAIT_S)
+        if not done:
+            answered.cancel()  # a failure from now on is logged, not handed to Bolt
+            log.warning("a Slack request's listener did not ack within %.0f s", ACK_WAIT_S)
+            return
+        answered.result()  # a failure before the ack: Bolt answers 500
 
     return wrapper  # type: ignore[return-value]
 
@@ -113,15 +148,18 @@ def build_app(
         # by the edge on the raw bytes (bot.slack.edge), else by Bolt.
         signing_secret=signing_secret,
         request_verification_enabled=not socket_mode and not verified_at_edge,
-        process_before_response=False,
+        # Answered when a listener returns; each one returns at its ack (_answered_at_ack).
+        process_before_response=True,
         raise_error_for_unhandled_request=False,
         # message_deleted of the bot's own ask message is an event about the bot itself; Bolt drops
         # those by default, and the bot must see it to dismiss the ask.
         ignoring_self_events_enabled=False,
     )
 
+    tasks = running if running is not None else set()  # a task nobody holds may be collected
+
     def track(listener: _Listener) -> _Listener:
-        return _tracked(running, listener)
+        return _answered_at_ack(tasks, listener)
 
     # One listener per kind of request, clicks and messages first: Bolt tries its listeners in order
     # and builds every tried listener's keyword arguments to ask its matcher, so each listener more
