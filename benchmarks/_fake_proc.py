@@ -8,6 +8,7 @@ and click every new post as soon as it lands (the recovery measurement).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
@@ -42,6 +43,7 @@ class Book:
     updated: set[tuple[str, str]] = field(default_factory=set)
     watch: str | None = None  # the channel whose new posts are kept for the auto-clicker
     new_posts: list[Post] = field(default_factory=list)
+    redrawn: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)  # a clicker waits on it
 
     def read(self, fake: Any) -> None:
         calls = fake.state.calls
@@ -57,7 +59,10 @@ class Book:
                     if channel == self.watch:
                         self.new_posts.append(post)
             elif call.method == "chat.update":
-                self.updated.add((channel, str(call.params.get("ts"))))
+                target = (channel, str(call.params.get("ts")))
+                self.updated.add(target)
+                if target in self.redrawn:
+                    self.redrawn[target].set()
         self.cursor = len(calls)
 
 
@@ -105,6 +110,20 @@ def _hold_middleware(gate: dict[str, Any]) -> Callable[..., Awaitable[Any]]:
     return hold
 
 
+def _redraw_middleware(book: Book, fake: Any) -> Callable[..., Awaitable[Any]]:
+    """Wakes the clickers whose message a ``chat.update`` just redrew (``Book.redrawn``)."""
+    from aiohttp import web
+
+    @web.middleware
+    async def redrawn(request: web.Request, handler: Callable[..., Awaitable[Any]]) -> Any:
+        response = await handler(request)
+        if book.redrawn and request.path.endswith("/chat.update"):
+            book.read(fake)
+        return response
+
+    return redrawn
+
+
 def _main(pipe: Pipe, id_pattern: str) -> None:
     async def run() -> None:
         from bot.playground import FakeSlack
@@ -114,8 +133,9 @@ def _main(pipe: Pipe, id_pattern: str) -> None:
             fake.add_channel(channel, name, members=[USER, "U0BOB"])
         gate: dict[str, Any] = {"on": False, "held": 0, "dropped": 0, "released": asyncio.Event()}
         fake.app.middlewares.append(_hold_middleware(gate))
-        await fake.start()
         book = Book(re.compile(id_pattern))
+        fake.app.middlewares.append(_redraw_middleware(book, fake))
+        await fake.start()
         autoclicked: dict[str, tuple[float, float, int]] = {}
         auto: asyncio.Task[None] | None = None
         loop = asyncio.get_running_loop()
@@ -154,13 +174,22 @@ def _main(pipe: Pipe, id_pattern: str) -> None:
                 pipe.send(
                     {a: [(p.channel, p.ts, p.at) for p in book.posts[a]] for a in ids if a in book.posts}
                 )
-            elif command == "click":  # arg: [(channel, ts)], concurrency
-                targets, concurrency = arg
+            elif command == "click":  # arg: [(channel, ts)], concurrency, a clicker's next waits for
+                targets, concurrency, until = arg  # "ack" (the HTTP answer) or "redraw" (the ended message)
                 slots = asyncio.Semaphore(concurrency)
 
-                async def clicked(channel: str, ts: str, slots: asyncio.Semaphore = slots) -> Any:
+                async def clicked(
+                    channel: str, ts: str, slots: asyncio.Semaphore = slots, until: str = until
+                ) -> Any:
                     async with slots:
-                        return await _click(fake, channel, ts)
+                        seen = book.redrawn.setdefault((channel, ts), asyncio.Event())
+                        book.read(fake)
+                        out = await _click(fake, channel, ts)
+                        if until == "redraw":
+                            with contextlib.suppress(TimeoutError):
+                                await asyncio.wait_for(seen.wait(), 30)
+                        del book.redrawn[(channel, ts)]
+                        return out
 
                 pipe.send(await asyncio.gather(*(clicked(c, t) for c, t in targets)))
             elif command == "updated":  # arg: [(channel, ts)], timeout: answers once each was redrawn

@@ -165,6 +165,7 @@ async def run_round(
     sample_memory_usage: bool = True,
     timeout_ms: int | None = None,
     grace_s: float = 30.0,
+    until: str = "redraw",
 ) -> Round:
     r = Round(n)
     server = ServerCounts(agent)
@@ -202,7 +203,7 @@ async def run_round(
     arrived: Arrivals = {}
     lists = {a: f"{prefix}:reply:{a}" for a in order}
     collector = asyncio.create_task(collect(agent, lists, within_s=600, arrived=arrived))
-    clicks = await fake.call("click", (targets, concurrency))
+    clicks = await fake.call("click", (targets, concurrency, until))
     # A click the bot could not record (it says so to the clicker) leaves its ask pending: no result
     # comes. Wait a bounded time after the last click rather than for every result.
     with contextlib.suppress(TimeoutError):

@@ -4,7 +4,8 @@ Setup: a private redis-server (its ``INFO`` counts only this run), the fake Slac
 own, one bot replica in another (default settings, pacing off, intake 16 at a time). Each of
 ``--rounds`` rounds: a bare ``chat.postMessage`` loop (the bot's own client, 16 at a time, the blocks
 the bot posts) for the yardstick; then ``--asks`` one-click asks XADDed at once, each posted, clicked
-(16 clicks at a time) and its result popped from its own reply list. Then a replica is SIGKILLed while
+(16 clickers, each clicking its next ask once it sees the last one's message ended: ``--clicks-wait``)
+and its result popped from its own reply list. Then a replica is SIGKILLed while
 it holds deliveries (``_recovery.py``). Prints every figure of the issue's table with its target.
 
 Run: ``.venv/bin/python -m benchmarks.bench_bot [--asks 500] [--rounds 5] [--concurrency 16]``
@@ -195,7 +196,8 @@ async def main(args: argparse.Namespace, **kill_settings: object) -> None:
     try:
         await fake.call("events_url", bot.events_url)
         print(
-            f"slack-ask bench: {args.asks} one-click asks a round, {args.concurrency} at a time, "
+            f"slack-ask bench: {args.asks} one-click asks a round, {args.concurrency} at a time "
+            f"(a clicker's next waits for the {args.clicks_wait}), "
             f"{args.rounds} rounds; private {redis.kind} ({redis.url}); fake Slack pid {fake.pid}; "
             f"bot pid {bot.pid} "
             f"(started in {bot.info['start_s']:.2f} s); pacing off {bot.info['note']}"
@@ -211,7 +213,15 @@ async def main(args: argparse.Namespace, **kill_settings: object) -> None:
 
         async def measured(name: str) -> Round:
             return await run_round(
-                name, args.asks, args.concurrency, agent=agent, prefix=prefix, bot=bot, fake=fake, bare=sample
+                name,
+                args.asks,
+                args.concurrency,
+                agent=agent,
+                prefix=prefix,
+                bot=bot,
+                fake=fake,
+                bare=sample,
+                until=args.clicks_wait,
             )
 
         rounds = []
@@ -260,6 +270,12 @@ def cli() -> None:
     parser.add_argument("--asks", type=int, default=500, help="one-click asks a round (default 500)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument(
+        "--clicks-wait",
+        choices=("redraw", "ack"),
+        default="redraw",
+        help="a clicker's next click waits for the ended message (default, as a person) or the HTTP answer",
+    )
     parser.add_argument("--warm", type=int, default=20, help="asks of the uncounted warm-up round")
     parser.add_argument("--idle", type=float, default=5.0, help="seconds the idle replica is watched")
     parser.add_argument("--kill-asks", type=int, default=16, help="asks the killed replica holds (0: skip)")
