@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import multiprocessing as mp
 import os
 import statistics
@@ -25,6 +26,18 @@ with the recommended one), what a Redis nobody tuned keeps."""
 TUNED_HASH_VALUE = 4096
 """The one docs/operations.md recommends (``bot.storage.base.COMPACT_HASH_VALUE_BYTES``; a literal here,
 so that the benchmarks run against older checkouts too)."""
+
+
+def harness_gc_off() -> None:
+    """The measuring processes' own collector off (the fake Slack, the agent side), the bot's left as
+    it serves. A timestamp in the fake or the agent waits for their collector too: a full collection
+    of the fake's heap (every message of the run) paused it for 60-120 ms a few times a round, and each
+    pause showed up as a slow click ack and a slow result for every click it caught (2026-12-06). The
+    garbage they make in a run is a few MB."""
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+
 
 SPAWN = mp.get_context("spawn")
 """Child processes start from a fresh interpreter: nothing of the parent's loop or connections."""

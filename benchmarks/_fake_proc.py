@@ -19,7 +19,7 @@ from multiprocessing.connection import Connection as Pipe
 from typing import Any
 
 from benchmarks._bot_proc import SECRET
-from benchmarks._common import Child
+from benchmarks._common import Child, harness_gc_off
 
 CHANNELS = {"C0BENCH": "bench", "C0KILL": "recovery"}
 USER = "U0ALICE"
@@ -136,6 +136,7 @@ def _main(pipe: Pipe, id_pattern: str) -> None:
         book = Book(re.compile(id_pattern))
         fake.app.middlewares.append(_redraw_middleware(book, fake))
         await fake.start()
+        harness_gc_off()
         autoclicked: dict[str, tuple[float, float, int]] = {}
         auto: asyncio.Task[None] | None = None
         loop = asyncio.get_running_loop()

@@ -28,6 +28,7 @@ from benchmarks._common import (
     CountingConnection,
     at_least,
     at_most,
+    harness_gc_off,
     pct,
     per_command,
     private_redis,
@@ -192,6 +193,7 @@ async def main(args: argparse.Namespace, **kill_settings: object) -> None:
     prefix = f"bench-{uuid.uuid4().hex[:6]}"
     settings = bot_settings(fake.info["api_url"], fake.info["bot_token"], redis.url, prefix)
     bot = await BotProc(settings, concurrency=args.concurrency).start()
+    harness_gc_off()  # the agent side's timestamps (bench_bot measures the bot's pauses, not its own)
     recovery = None
     try:
         await fake.call("events_url", bot.events_url)

@@ -32,6 +32,7 @@ from benchmarks._common import (
     KB,
     CountingConnection,
     at_most,
+    harness_gc_off,
     pct,
     per_command,
     private_redis,
@@ -155,6 +156,7 @@ async def main(args: argparse.Namespace) -> None:
     prefix = f"bench-{uuid.uuid4().hex[:6]}"
     settings = bot_settings(fake.info["api_url"], fake.info["bot_token"], redis.url, prefix)
     results: list[Size] = []
+    harness_gc_off()  # the agent side's timestamps (the bot's pauses are measured, not its own)
     try:
         print(
             f"slack-ask scale bench: sizes {', '.join(f'{n:,}' for n in sizes)}; "
