@@ -3,10 +3,11 @@ its own) and one of this version serve the same Redis and the same (fake) Slack 
 taken by either, clicked through either, and the old one is killed halfway: every ask gets exactly one
 result, posted once, and the invariant check finds nothing.
 
-The version before is ``PREVIOUS``, the last commit of the round that landed before this one's
-storage changes (the keys are the same; a pending ask's hash no longer holds ``created_ms`` nor
-``finalized`` before its end, an audit entry made under its replica's own lease leaves the replica
-out, and the scripts that write them read and write less)."""
+The version before is ``PREVIOUS``, the last commit that landed before this round's storage change
+(the keys are the same; the hash of an ask with no escalation steps and no reminders no longer
+holds their `step` and `reminders` counters, which that version reads as 0 where it reads them and
+compares only for an ask that has such steps; a counter never written now reads as 0 in
+advance.lua too)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from bot.storage.keys import slot_tag
 from tests.harness import SIGNING_SECRET, Harness
 
 ROOT = Path(__file__).resolve().parent.parent
-PREVIOUS = "320d91e"
+PREVIOUS = "4a2f95c"
 DEPLOY = {"id": "deploy", "question": "Deploy?", "options": ["Yes", "No"]}
 ASKS = 24
 

@@ -22,7 +22,7 @@ from bot.storage.records import ResolveVerdict
 from bot.storage.scripts import SCRIPT_NAMES, script_source
 from bot.storage.store import Lease, Resolution, Store, iso_ms
 from contract import normalize_ask_request
-from contract.envelopes import Outcome, ResultEnvelope
+from contract.envelopes import EscalationStep, Outcome, ResultEnvelope
 
 
 def _record(
@@ -293,6 +293,41 @@ async def test_claim_due_leaves_timers_that_are_not_due(store: Store) -> None:
     await store.schedule("now", "t", now - 1)
     _, got = await store.claim_due(limit=10, lease_ms=1000)
     assert got == [("now", "t")]
+
+
+async def test_an_ask_with_nothing_to_count_is_stored_without_step_and_reminder_counters(
+    store: Store, redis: Redis, reply_to: str
+) -> None:
+    # Each field costs a pending ask about 50 bytes at Redis's default encoding (issue 22). Only an
+    # ask with escalation steps or reminders has counters to compare-and-set (advance.lua).
+    plain = _record(reply_to)
+    counted = [
+        _record(reply_to, ask_id="ask-2").model_copy(update={"remind_every_ms": 60_000}),
+        _record(reply_to, ask_id="ask-3").model_copy(
+            update={"escalate": [EscalationStep(after_ms=60_000, channel="C2")]}
+        ),
+    ]
+    for rec in (plain, *counted):
+        assert await _accept(store, rec) == "post"
+    fields = await redis.hkeys(store.ask_keys(plain.tag, plain.ask_id).ask)
+    assert not {b"step", b"reminders"} & set(fields)
+    for rec in counted:
+        kept = await redis.hmget(store.ask_keys(rec.tag, rec.ask_id).ask, ["step", "reminders"])
+        assert kept == [b"0", b"0"]
+    for rec in (plain, *counted):
+        loaded = await store.load(rec.tag, rec.ask_id)
+        assert loaded is not None and (loaded.step, loaded.reminders) == (0, 0)
+    # A counter never written reads as 0 for the compare-and-set too, and is written once counted.
+    moved = await store.advance(
+        plain.tag, plain.ask_id, counter="reminders", expected=1, event="r", actor="s"
+    )
+    assert moved == "moved"
+    assert (await store.load(plain.tag, plain.ask_id)).reminders == 0  # type: ignore[union-attr]
+    assert (
+        await store.advance(plain.tag, plain.ask_id, counter="reminders", expected=0, event="r", actor="s")
+        == "ok"
+    )
+    assert (await store.load(plain.tag, plain.ask_id)).reminders == 1  # type: ignore[union-attr]
 
 
 async def test_advance_counts_a_step_once_even_when_two_sweepers_race(store: Store, reply_to: str) -> None:

@@ -144,6 +144,7 @@ class Store(Finishing, HomeIndex):
                     pending_ttl_ms,
                     entry_id,
                     self.retention_ms,
+                    1 if record.escalate or record.remind_every_ms else 0,
                 ],
             )
         )

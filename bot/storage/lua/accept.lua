@@ -2,10 +2,13 @@
 -- KEYS[1] ask hash, KEYS[2] audit list, KEYS[3] early-cancel tombstone (hash: reply_to -> reason),
 -- KEYS[4] reply_to
 -- ARGV[1] record JSON, ARGV[2] deadline_ms (0 = none), ARGV[3] consumer, ARGV[4] lease_ms,
--- ARGV[5] pending ttl_ms (lifetime before the ask ends), ARGV[6] entry id, ARGV[7] retention_ms
+-- ARGV[5] pending ttl_ms (lifetime before the ask ends), ARGV[6] entry id, ARGV[7] retention_ms,
+-- ARGV[8] '1' when the ask has escalation steps or reminders to count ('0': it has neither)
 -- Not in the hash (each field costs a pending ask about 50 bytes, issue 22): created_ms (in `rec`;
--- nothing read the hash's copy) and `finalized` until the ask ends (missing reads as not finalized,
--- in this version and the one before).
+-- nothing read the hash's copy), `finalized` until the ask ends (missing reads as not finalized,
+-- in this version and the one before), and the `step` and `reminders` counters of an ask that has
+-- nothing to count (missing reads as 0; only advance.lua compares them, and no version runs it for
+-- an ask without escalation steps or reminders).
 -- Returns {verdict, detail, entry, token}: token is the lease granted (its `tries`, the fencing
 -- token every change made under it carries; _common.lua's stale_lease) for post, cancel, expired:
 --   {'post', tries}      this consumer holds the lease and must post to Slack
@@ -90,15 +93,20 @@ if kind ~= 'list' and kind ~= 'none' then
   local why = 'reply_to ' .. KEYS[4] .. ' is a ' .. kind .. ', not a list: nothing was pushed'
   local retention = tonumber(ARGV[7])
   redis.call('HSET', KEYS[1], 'rec', ARGV[1], 'state', 'ended', 'outcome', 'error', 'deadline_ms', ARGV[2],
-    'msgs', '[]', 'step', 0, 'reminders', 0, 'entry', ARGV[6], 'finalized', 1,
+    'msgs', '[]', 'entry', ARGV[6], 'finalized', 1,
     'resolved_ms', now, 'undelivered', why)
   redis.call('PEXPIRE', KEYS[1], retention)
   audit(KEYS[2], now, 'refused_reply_to', ARGV[3], why, retention)
   return {'refused', kind}
 end
 local ttl = tonumber(ARGV[5])
-redis.call('HSET', KEYS[1], 'rec', ARGV[1], 'state', 'accepted', 'deadline_ms', ARGV[2], 'owner', ARGV[3],
-  'lease_until', now + tonumber(ARGV[4]), 'tries', 1, 'msgs', '[]', 'step', 0, 'reminders', 0, 'entry', ARGV[6])
+local fields = {'rec', ARGV[1], 'state', 'accepted', 'deadline_ms', ARGV[2], 'owner', ARGV[3],
+  'lease_until', now + tonumber(ARGV[4]), 'tries', 1, 'msgs', '[]', 'entry', ARGV[6]}
+if ARGV[8] ~= '0' then
+  table.insert(fields, 'step'); table.insert(fields, 0)
+  table.insert(fields, 'reminders'); table.insert(fields, 0)
+end
+redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('PEXPIRE', KEYS[1], ttl)
 audit(KEYS[2], now, 'accepted', ARGV[3], '', ttl, ARGV[3], ARGV[3] .. '#1')
 -- Only a cancel from the ask's own reply_to counts (cancel.lua keys the tombstone by it).

@@ -8,7 +8,8 @@ local now = now_ms()
 local f = redis.call('HMGET', KEYS[1], 'state', ARGV[1], 'msgs', 'withdrawn')
 if not f[1] then return {'missing'} end
 local new = cjson.decode(ARGV[3])
-if f[1] ~= 'ended' and tostring(f[2]) ~= ARGV[2] then
+local counted = tostring(f[2] or '0')  -- a counter never written reads as 0 (accept.lua)
+if f[1] ~= 'ended' and counted ~= ARGV[2] then
   -- Another sweeper posted this step first: the copy posted here is withdrawn in this same step
   -- (never a live member of the record), and only then deleted by the caller, so Slack's event for
   -- that delete finds no message of the ask to dismiss it with.
@@ -17,7 +18,7 @@ if f[1] ~= 'ended' and tostring(f[2]) ~= ARGV[2] then
     audit_kept(KEYS, now, 'withdrawn', ARGV[5], 'a copy of step ' .. (tonumber(ARGV[2]) + 1) ..
       ' another sweeper posted first')
   end
-  return {'moved', tostring(f[2])}
+  return {'moved', counted}
 end
 -- Every other message posted is recorded: one posted while the ask ended is redrawn with the
 -- others until done. Idempotent on (channel, ts); a withdrawn message is never recorded again.
