@@ -298,8 +298,9 @@ async def test_claim_due_leaves_timers_that_are_not_due(store: Store) -> None:
 async def test_an_ask_with_nothing_to_count_is_stored_without_step_and_reminder_counters(
     store: Store, redis: Redis, reply_to: str
 ) -> None:
-    # Each field costs a pending ask about 50 bytes at Redis's default encoding (issue 22). Only an
-    # ask with escalation steps or reminders has counters to compare-and-set (advance.lua).
+    # The two fields cost a pending ask about 0.23 KB at Redis's defaults (issue 22, measured in
+    # docs/performance.md). Only an ask with escalation steps or reminders has counters to
+    # compare-and-set (advance.lua).
     plain = _record(reply_to)
     counted = [
         _record(reply_to, ask_id="ask-2").model_copy(update={"remind_every_ms": 60_000}),
