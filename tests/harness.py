@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from redis.asyncio import Redis
@@ -166,6 +167,17 @@ class Harness:
         assert got is not None, f"no result on {reply_to} within {timeout}s"
         data: dict[str, Any] = json.loads(got[1])
         return data
+
+    async def past_the_end(self, result: dict[str, Any]) -> None:
+        """Wait until Redis's clock is past the ms ``result`` ended in. An entry whose id (its XADD's
+        Redis time, in ms) is not past the end counts as sent while the ask was pending, a retry that
+        gets nothing more (accept.lua): a re-send meant to get the stored result again comes after."""
+        ended_ms = datetime.fromisoformat(result["resolved_at"]).timestamp() * 1000
+        while True:
+            seconds, micros = await self.redis.time()
+            if seconds * 1000 + micros // 1000 > ended_ms:
+                return
+            await asyncio.sleep(0.001)  # Redis's clock, not the bot, is waited on
 
     async def no_more_results(self, reply_to: str, wait: float = 0.5) -> bool:
         return await self.redis.blpop([reply_to], timeout=wait) is None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime
 from typing import Any
 
 from tests.decline_helpers import decline
@@ -271,19 +270,11 @@ async def test_resending_an_ended_ask_pushes_its_stored_result_again(harness: Ha
     [message] = await harness.posted()
     await harness.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:0")
     first = await harness.result(env["reply_to"])
-    # An entry whose id (its XADD's Redis time, in ms) is not past the end counts as sent while the
-    # ask was pending, a retry that gets nothing more (accept.lua): the re-send comes a ms later.
-    ended_ms = datetime.fromisoformat(first["resolved_at"]).timestamp() * 1000
-    while _ms(await harness.redis.time()) <= ended_ms:  # noqa: ASYNC110 - waits on Redis's clock
-        await asyncio.sleep(0.001)
+    await harness.past_the_end(first)
     await harness.send({**env, "request": {"question": "changed", "options": ["z"]}, "reply_to": "ignored"})
     again = await harness.result(env["reply_to"])
     assert again == first
     assert len(harness.fake.messages("C0DEPLOY")) == 1
-
-
-def _ms(redis_time: tuple[int, int]) -> float:
-    return redis_time[0] * 1000 + redis_time[1] // 1000
 
 
 def _asks_posted(harness: Harness) -> int:

@@ -321,7 +321,7 @@ async def test_every_key_an_ask_leaves_behind_expires(harness: Harness) -> None:
     await harness.send(env)
     [message] = await harness.posted()
     await harness.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:0")
-    await harness.result(env["reply_to"])
+    await harness.past_the_end(await harness.result(env["reply_to"]))
     await harness.ended("C0DEPLOY", message.ts)
     await harness.send({**env})  # a re-send: recovers the result, must not create unbounded keys either
     await harness.result(env["reply_to"])

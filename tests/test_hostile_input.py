@@ -268,7 +268,7 @@ async def test_a_resent_ask_whose_reply_to_is_now_a_hash_is_dead_lettered(harnes
     await harness.send(env)
     [message] = await harness.posted()
     await harness.fake.click("U0ALICE", "C0DEPLOY", message.ts, "slack_ask:choose:0")
-    await harness.result(env["reply_to"])
+    await harness.past_the_end(await harness.result(env["reply_to"]))
     await harness.redis.hset(env["reply_to"], "x", "y")
     await harness.send(env)
     dead = await _dead_letters(harness, 1)
