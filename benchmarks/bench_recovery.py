@@ -73,6 +73,10 @@ class HoldingProxy:
             link.close()
 
 
+def _text(value: bytes | str | None) -> str:
+    return value.decode() if isinstance(value, bytes) else value or ""
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -147,7 +151,7 @@ async def main(n: int) -> None:
 
         async def owner(i: int) -> str:
             state, who = await agent.hmget(keys.for_ask(slot_tag(reply_to), f"rec-{i}").ask, "state", "owner")
-            return f"{(state or b'').decode()}:{(who or b'').decode()}"
+            return f"{_text(state)}:{_text(who)}"
 
         held: list[str] = []
         deadline = time.monotonic() + 60

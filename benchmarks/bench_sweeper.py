@@ -19,11 +19,13 @@ from datetime import datetime
 from typing import Any
 
 from redis.asyncio import Redis
+from slack_sdk.web.async_client import AsyncWebClient
 
 from benchmarks._common import CountingConnection, pct
 from bot.config import Settings
 from bot.engine import Engine
 from bot.model import AskRecord, Target
+from bot.slack.gateway import SlackGateway
 from bot.storage.connection import connect
 from bot.storage.embedded import start_embedded_redis
 from bot.storage.keys import slot_tag
@@ -34,11 +36,15 @@ from contract import normalize_ask_request
 REQUEST = normalize_ask_request({"id": "cache", "question": "Enable the cache?", "options": ["Yes", "No"]})
 
 
-class NoSlack:
+class NoWebClient(AsyncWebClient):
     """The sweeper's asks here carry no Slack messages; any Slack call would be a bug in the bench."""
 
-    async def permalink(self, channel: str, ts: str) -> None:
-        raise AssertionError("no Slack call expected")
+    async def api_call(self, api_method: str, **kwargs: Any) -> Any:
+        raise AssertionError(f"no Slack call expected, got {api_method}")
+
+
+def no_slack() -> SlackGateway:
+    return SlackGateway(NoWebClient(token="xoxb-bench"))
 
 
 async def server_commands(redis: Redis) -> int:
@@ -106,7 +112,7 @@ async def due_run(url: str, n: int, replicas: int, spread: int) -> None:
         clients.append(client)
         store = Store(client, prefix)
         await store.load_scripts()
-        engine = Engine(Settings(prefix=prefix), store, NoSlack(), consumer="bench")
+        engine = Engine(Settings(prefix=prefix), store, no_slack(), consumer="bench")
         sweepers.append(Sweeper(engine, store, interval_ms=200))
     sweeps = 0
     original = Sweeper.sweep_once
