@@ -128,7 +128,7 @@ async def main(n: int) -> None:
         while True:  # both replicas in the consumer group
             with contextlib.suppress(Exception):
                 found = await agent.xinfo_consumers(f"{prefix}:asks", GROUP)
-                names = {c["name"].decode() if isinstance(c["name"], bytes) else c["name"] for c in found}
+                names = {_text(c["name"]) for c in found}
                 if {"A", "B"} <= names:
                     break
             assert time.monotonic() < deadline, "replicas did not start"

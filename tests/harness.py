@@ -20,6 +20,7 @@ from redis.asyncio import Redis
 from bot.config import Settings
 from bot.playground import FakeSlack, Message
 from bot.runtime import BotRuntime
+from bot.storage.base import server_time_ms
 from bot.storage.check import Problem, check_prefix
 
 SIGNING_SECRET = "test-signing-secret"
@@ -173,11 +174,8 @@ class Harness:
         Redis time, in ms) is not past the end counts as sent while the ask was pending, a retry that
         gets nothing more (accept.lua): a re-send meant to get the stored result again comes after."""
         ended_ms = datetime.fromisoformat(result["resolved_at"]).timestamp() * 1000
-        while True:
-            seconds, micros = await self.redis.time()
-            if seconds * 1000 + micros // 1000 > ended_ms:
-                return
-            await asyncio.sleep(0.001)  # Redis's clock, not the bot, is waited on
+        while await server_time_ms(self.redis) <= ended_ms:  # noqa: ASYNC110 - Redis's clock decides
+            await asyncio.sleep(0.001)
 
     async def no_more_results(self, reply_to: str, wait: float = 0.5) -> bool:
         return await self.redis.blpop([reply_to], timeout=wait) is None

@@ -17,7 +17,8 @@ from bot.storage.keys import Keys
 from bot.storage.records import _s
 from bot.storage.scripts import SCRIPT_NAMES, script_source
 
-__all__ = ["COMPACT_HASH_VALUE_BYTES", "FINALIZE_AFTER_MS", "Step", "StoreBase"]
+__all__ = ["COMPACT_HASH_VALUE_BYTES", "FINALIZE_AFTER_MS", "Step", "StoreBase", "server_time_ms"]
+
 
 COMPACT_HASH_VALUE_BYTES = 4096
 """The ``hash-max-listpack-value`` docs/operations.md recommends: an ask's hash stays a listpack (its
@@ -26,6 +27,12 @@ ask's record. A listpack is read by scanning it, which at an ask's twenty fields
 
 FINALIZE_AFTER_MS = 15_000
 """How long after an ask ends a sweeper checks that its Slack messages were updated."""
+
+
+async def server_time_ms(redis: Redis) -> int:
+    """Redis's clock in ms: what deadlines, leases and stream entry ids are measured by."""
+    seconds, micros = await redis.time()
+    return int(seconds) * 1000 + int(micros) // 1000
 
 
 class StoreBase:
@@ -111,8 +118,7 @@ class StoreBase:
     # -- time and health -------------------------------------------------------------------
 
     async def server_time_ms(self) -> int:
-        seconds, micros = await self.redis.time()
-        return int(seconds) * 1000 + int(micros) // 1000
+        return await server_time_ms(self.redis)
 
     async def compact_value_limit(self) -> int | None:
         """Redis's ``hash-max-listpack-value`` (``hash-max-ziplist-value`` before Redis 7), or None when
