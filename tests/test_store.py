@@ -199,6 +199,26 @@ async def test_an_entry_added_while_the_ask_was_pending_gets_no_second_result_af
     assert (verdict.verdict, verdict.detail, verdict.entry) == ("ended", "", "5-0")
 
 
+async def test_an_entry_from_the_millisecond_the_ask_ended_is_a_retry_and_one_after_is_a_re_send(
+    store: Store, redis: Redis, reply_to: str
+) -> None:
+    # Where docs/protocol.md puts "after the end": an entry id's ms past the ask's resolved_ms. The
+    # same ms could be a retry sent just before the end, so it gets nothing (never a second result).
+    rec = _record(reply_to)
+    await _accept(store, rec, entry="5-0")
+    await _cancel(store, rec)
+    ended = int(await redis.hget(store.keys.for_ask(rec.tag, rec.ask_id).ask, "resolved_ms") or 0)
+
+    async def verdict_for(entry: str) -> tuple[str, bool]:
+        v = await store.accept(
+            rec, consumer="c9", lease_ms=1000, pending_ttl_ms=1000, entry_id=entry, schedule_at_ms=None
+        )
+        return v.verdict, bool(v.detail)
+
+    assert await verdict_for(f"{ended}-7") == ("ended", False)
+    assert await verdict_for(f"{ended + 1}-0") == ("ended", True)
+
+
 async def test_a_duplicate_entry_waits_while_the_ask_is_being_delivered(store: Store, reply_to: str) -> None:
     rec = _record(reply_to)
     assert await _accept(store, rec, "c1", entry="1-0") == "post"
