@@ -392,7 +392,10 @@ class TcpProxy:
                 # got (a real server reads the whole buffer first), so only the FIN goes on; Redis
                 # closes its side once done, which ends the other pipe. Closing here would cut
                 # fakeredis's server off mid-pipeline (it stops at the first reply it cannot send).
-                dst.write_eof()
+                try:
+                    dst.write_eof()
+                except OSError:  # Redis's side went first (ENOTCONN): nothing is left to forward
+                    dst.close()
             else:
                 dst.close()
 
