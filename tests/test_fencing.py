@@ -23,10 +23,9 @@ from bot.storage.keys import GROUP, slot_tag
 from bot.storage.store import Lease, Resolution, Store
 from contract import normalize_ask_request
 from contract.envelopes import parse_ask_envelope
+from tests.fencing_helpers import DEPLOY, cancelled, stale_copy_of_an_ended_ask_is_deleted
 from tests.harness import Harness, interactive_elements
 from tests.redis_procs import TcpProxy
-
-DEPLOY = {"id": "deploy", "question": "Deploy?", "options": ["Yes", "No"]}
 
 
 def _record(reply_to: str, *, deadline_ms: int | None = None) -> AskRecord:
@@ -213,17 +212,6 @@ async def test_a_takeover_after_the_deadline_times_the_ask_out_instead_of_postin
     assert (verdict.verdict, verdict.token) == ("expired", "2")
 
 
-def _cancelled(rec: AskRecord, lease: Lease) -> Resolution:
-    """The ending intake makes for accept's ``cancel`` verdict (an agent's cancel that came first)."""
-    ending = results.ended_without_answer(rec, "cancelled")
-    prefix = results.result_prefix(
-        ask_id=rec.ask_id, format="pi-question", ending=ending, responder=None, slack=None, created_at=None
-    )
-    return Resolution(
-        rec, "cancelled", prefix, None, "cancelled", release_lease=True, replica=lease.owner, lease=lease
-    )
-
-
 async def test_an_agent_s_early_cancel_refused_as_stale_to_its_first_holder_is_ended_by_the_takeover(
     store: Store, redis: Redis, reply_to: str
 ) -> None:
@@ -245,9 +233,9 @@ async def test_an_agent_s_early_cancel_refused_as_stale_to_its_first_holder_is_e
     assert (taken.verdict, taken.detail, taken.token) == ("cancel", "not needed", "2")
     new = Lease("c2", taken.token, time.monotonic() + 30)
 
-    assert (await store.resolve(_cancelled(rec, old))).verdict == "stale"  # fencing still holds
-    assert (await store.resolve(_cancelled(rec, new))).verdict == "won"
-    assert (await store.resolve(_cancelled(rec, old))).verdict == "stale"
+    assert (await store.resolve(cancelled(rec, old))).verdict == "stale"  # fencing still holds
+    assert (await store.resolve(cancelled(rec, new))).verdict == "won"
+    assert (await store.resolve(cancelled(rec, old))).verdict == "stale"
     # Exactly one result, and it is the agent's cancel.
     [raw] = await redis.lrange(reply_to, 0, -1)
     assert json.loads(raw)["outcome"] == "cancelled"
@@ -358,7 +346,7 @@ async def test_an_early_cancel_whose_first_holder_froze_before_ending_it_is_ende
     result = await harness.result(env["reply_to"])
     assert (result["outcome"], result["ask_id"]) == ("cancelled", env["ask_id"])
     # Resumed, the frozen replica's own ending is refused: fencing still holds for its lease.
-    stale = _cancelled(built, Lease("frozen", first.token, time.monotonic() + 6))
+    stale = cancelled(built, Lease("frozen", first.token, time.monotonic() + 6))
     assert (await store.resolve(stale)).verdict == "stale"
     assert await harness.no_more_results(env["reply_to"])
     assert [m for m in harness.fake.messages("C0DEPLOY") if not m.thread_ts] == []  # never posted
@@ -503,3 +491,9 @@ async def test_every_ending_names_the_replica_and_the_lease_in_its_audit_and_log
         if a.event == "unavailable"
     ]
     assert (ending.replica, ending.lease) == (consumer, f"{consumer}#1")
+
+
+async def test_a_stale_post_s_copy_whose_delete_fails_after_the_ask_ended_is_deleted_by_the_sweeper(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    await stale_copy_of_an_ended_ask_is_deleted(harness, caplog)

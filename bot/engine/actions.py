@@ -166,7 +166,7 @@ class Actions(Room):
                 # Recorded first, so that it is redrawn until done even if this update fails.
                 await self._learn(ended, clicked)
             await self.endings.finish_messages(
-                ended.record, [*ended.messages, *stray], ended.result, ended.by
+                ended.record, [*ended.messages, *stray], ended.result, ended.by, withdrawn=ended.withdrawn
             )
 
     async def _actionable(self, action: BlockAction, act: Act, *, soon: bool = False) -> LoadedAsk | None:
@@ -215,7 +215,11 @@ class Actions(Room):
                 backoff = min(backoff * 2, 5.0)
         if loaded.state == "ended" and loaded.result is not None:
             await self.endings.finish_messages(
-                loaded.record, [*loaded.messages, message], loaded.result, loaded.by
+                loaded.record,
+                [*loaded.messages, message],
+                loaded.result,
+                loaded.by,
+                withdrawn=loaded.withdrawn,
             )
 
     async def _learn(self, loaded: LoadedAsk, message: PostedMessage) -> bool:

@@ -307,4 +307,6 @@ class Acts(Room):
         """The ending's own redraw never ran: its messages are finished now, not by the clean-up timer
         ``FINALIZE_AFTER_MS`` later."""
         if loaded.state == "ended" and loaded.result is not None and not loaded.finalized:
-            await self.endings.finish_messages(loaded.record, loaded.messages, loaded.result, loaded.by)
+            await self.endings.finish_messages(
+                loaded.record, loaded.messages, loaded.result, loaded.by, withdrawn=loaded.withdrawn
+            )

@@ -89,6 +89,7 @@ class Endings(Room):
                 reason=reason,
                 channels=verdict.channels,
                 people=people,
+                withdrawn=verdict.withdrawn,
             )
         return verdict
 
@@ -156,14 +157,21 @@ class Endings(Room):
         deadline: float | None = None,
         channels: Collection[str] | None = None,
         people: HomePeople | None = None,
+        withdrawn: Collection[tuple[str, str]] = (),
     ) -> None:
-        """Turn every message of an ended ask into its ended form (no buttons left), then mark it done.
+        """Turn every message of an ended ask into its ended form (no buttons left), delete again every
+        copy the bot withdrew, then mark it done.
 
         ``priority``: ``now`` after what a person did, ``clear`` for the sweeper's clean-up; ``deadline``:
         the end of the timer lease the sweeper holds (bot.slack.pacing, bot.engine.room); ``channels``:
         the channels the ask was tracked in, when the ending script told them, and ``people`` whose Home
-        indexes hold it, when ``home_after`` told them (finalize reads them otherwise)."""
+        indexes hold it, when ``home_after`` told them (finalize reads them otherwise); ``withdrawn``:
+        ``(channel, ts)`` of the copies withdrawn (``Room.withdraw``). Their first ``chat.delete`` may
+        have failed, or never run (the replica died after the mark): each is deleted again here, and
+        Slack's ``message_not_found`` for one already gone counts as done."""
         bind_ask_id(rec.ask_id)
+        if withdrawn and not await self._delete_withdrawn(withdrawn, priority=priority, deadline=deadline):
+            return  # not done: the clean-up timer stays, and the sweeper comes back
         if not messages:
             # Nothing to draw (a refused ask has no message, and maybe no request to draw from):
             # the clean-up timer goes at once.
@@ -209,6 +217,29 @@ class Endings(Room):
                 )
         if ok == len(messages):
             await self.store.finalize(rec.tag, rec.ask_id, len(messages), channels=channels, people=people)
+
+    async def _delete_withdrawn(
+        self, withdrawn: Collection[tuple[str, str]], *, priority: Priority, deadline: float | None
+    ) -> bool:
+        """``chat.delete`` of each withdrawn copy; True when none is left in Slack."""
+        gone = 0
+        for channel, ts in sorted(withdrawn):
+            try:
+                await self.slack.delete(channel, ts, priority=priority, deadline=deadline)
+                gone += 1
+            except SlackPermanentError as exc:
+                # message_not_found: deleted already (the first delete went through); or the channel
+                # is gone, and the copy with it.
+                log.debug("withdrawn copy %s/%s: %s", channel, ts, exc.code)
+                gone += 1
+            except SlackError as exc:
+                log.warning(
+                    "could not delete the withdrawn copy %s/%s yet: %s (the sweeper retries)",
+                    channel,
+                    ts,
+                    exc,
+                )
+        return gone == len(withdrawn)
 
 
 def _audit_detail(detail: str, via: Via | None) -> str:

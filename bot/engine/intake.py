@@ -551,7 +551,9 @@ class Intake(Room):
             # Ended (cancelled, say) while we were posting: never leave a live button behind.
             loaded = await self.store.load(rec.tag, rec.ask_id)
             if loaded is not None and loaded.result is not None:
-                await self.endings.finish_messages(loaded.record, loaded.messages, loaded.result, loaded.by)
+                await self.endings.finish_messages(
+                    loaded.record, loaded.messages, loaded.result, loaded.by, withdrawn=loaded.withdrawn
+                )
         elif self.timers.next_timer(rec, step=0, reminders=0) != rec.deadline_ms:
             # The deadline timer was set at accept; only earlier escalation or reminder timers are new.
             await self.timers.schedule_next(rec, step=0, reminders=0)

@@ -116,9 +116,15 @@ class Room:
 
     async def delete_withdrawn(self, message: PostedMessage) -> None:
         """``chat.delete`` of a copy already marked withdrawn (``withdraw``, or ``advance.lua``'s
-        ``moved``). A copy Slack does not delete stays in Slack, outside the record: a click on it
-        still answers the ask (and heals that copy once the ask has ended)."""
+        ``moved``). A copy Slack does not delete stays in Slack, outside the record, until the ask's
+        messages are finished, which deletes every withdrawn copy again (``Endings.finish_messages``);
+        meanwhile a click on it still answers the ask."""
         try:
             await self.slack.delete(message.channel, message.ts)
         except SlackError as exc:
-            log.warning("could not delete the withdrawn copy %s/%s: %s", message.channel, message.ts, exc)
+            log.warning(
+                "could not delete the withdrawn copy %s/%s: %s (deleted again when the ask ends)",
+                message.channel,
+                message.ts,
+                exc,
+            )

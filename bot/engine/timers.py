@@ -138,6 +138,7 @@ class Timers(Room):
                             None,
                             priority="clear",
                             deadline=deadline,
+                            withdrawn=verdict.withdrawn,
                         ),
                     )
                 )
@@ -161,7 +162,13 @@ class Timers(Room):
         if loaded.state == "ended":
             if not loaded.finalized and loaded.result is not None:
                 await self.endings.finish_messages(
-                    rec, loaded.messages, loaded.result, loaded.by, priority="clear", deadline=deadline
+                    rec,
+                    loaded.messages,
+                    loaded.result,
+                    loaded.by,
+                    priority="clear",
+                    deadline=deadline,
+                    withdrawn=loaded.withdrawn,
                 )
             else:
                 # Finished: no timer is due for it, except the one a record that landed after the end
@@ -271,7 +278,9 @@ class Timers(Room):
         if outcome == "ended":
             fresh = await self.store.load(rec.tag, rec.ask_id)
             if fresh is not None and fresh.result is not None:
-                await self.endings.finish_messages(rec, [*fresh.messages, new], fresh.result, fresh.by)
+                await self.endings.finish_messages(
+                    rec, [*fresh.messages, new], fresh.result, fresh.by, withdrawn=fresh.withdrawn
+                )
             return True
         # Earlier messages stay answerable and say every place the ask went since.
         for earlier in loaded.messages:

@@ -92,7 +92,12 @@ class Votes(Room):
             # The tabs before the redraws, which wait for Slack's pacing (bot.engine.endings.end).
             await self.endings.home_after(rec, user.id)
             await self.endings.finish_messages(
-                rec, verdict.messages, verdict.result, user.id, channels=verdict.channels
+                rec,
+                verdict.messages,
+                verdict.result,
+                user.id,
+                channels=verdict.channels,
+                withdrawn=verdict.withdrawn,
             )
         elif verdict.verdict == "counted":
             await self.endings.home_after(rec, user.id)  # its tally changed on the tabs showing it
@@ -123,7 +128,9 @@ class Votes(Room):
             if fresh.state == "ended":
                 if drawn is not None and fresh.result is not None:
                     # A tally drawn after the ending's update would leave live buttons: end them again.
-                    await self.endings.finish_messages(fresh.record, fresh.messages, fresh.result, fresh.by)
+                    await self.endings.finish_messages(
+                        fresh.record, fresh.messages, fresh.result, fresh.by, withdrawn=fresh.withdrawn
+                    )
                 return
             if (drawn is not None and fresh.votes == drawn) or attempt == _REDRAWS:
                 return  # what Slack shows is what Redis holds (or the next vote redraws it)

@@ -473,8 +473,17 @@ class SlackGateway:
             blocks=blocks,
         )
 
-    async def delete(self, channel: str, ts: str) -> None:
-        await self.call("chat.delete", where=f"for {channel}/{ts}", priority="clear", channel=channel, ts=ts)
+    async def delete(
+        self, channel: str, ts: str, *, priority: Priority = "clear", deadline: Deadline = None
+    ) -> None:
+        await self.call(
+            "chat.delete",
+            where=f"for {channel}/{ts}",
+            priority=priority,
+            deadline=deadline,
+            channel=channel,
+            ts=ts,
+        )
 
     async def ephemeral(
         self,

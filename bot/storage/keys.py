@@ -39,7 +39,7 @@ script can change the ask's state and push its result atomically, on Redis Clust
 The ask hash's ``withdrawn`` field lists (``"<channel> <ts>"``) the copies the bot deleted from Slack
 itself; each is marked there (``withdraw.lua``, or ``advance.lua`` for a losing escalation copy) before
 its ``chat.delete`` is sent, and is never one of the ask's ``msgs`` again, so Slack's event for that
-delete dismisses nothing.
+delete dismisses nothing; each is deleted again when the ask's messages are finished.
 
 The Workflow Builder step (bot/workflow.py) is one more agent: its asks reply to
 ``P:reply:workflow-step``, and its own keys share that list's slot (tag ``T`` = its slot tag):

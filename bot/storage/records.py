@@ -170,6 +170,8 @@ class ResolveVerdict:
     channels: frozenset[str] | None = None
     """For ``won``: the channels the ask was tracked in (its messages' and withdrawn copies'), read by
     the ending script, so finalizing it need not read them again."""
+    withdrawn: frozenset[tuple[str, str]] = frozenset()
+    """For ``won``: ``(channel, ts)`` of the copies the bot withdrew (deleted again as it finishes)."""
     people: HomePeople | None = None
     """For ``won`` on one server: whose Home indexes hold the ask (waiting, asked), read in the ending's
     round trip, whose tabs were marked to publish there too (``home_ended.lua``); None when the engine
@@ -206,6 +208,8 @@ class VoteVerdict:
     detail: str = ""
     channels: frozenset[str] | None = None
     """For ``won``: as ``ResolveVerdict.channels``."""
+    withdrawn: frozenset[tuple[str, str]] = frozenset()
+    """For ``won``: as ``ResolveVerdict.withdrawn``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -259,10 +259,26 @@ class Store(Finishing, HomeIndex):
         recorded again nor taken for the ask's by a delete event. The bot calls this before it deletes
         a copy of its own from Slack, never after. ``ok``; ``missing`` when the ask is gone; ``carries``
         when the copies are all a posted or ended ask has (adopted by a takeover): nothing changed,
-        and they must stay in Slack."""
+        and they must stay in Slack.
+
+        Every withdrawn copy is deleted again when the ask's messages are finished, so a copy
+        withdrawn from an ended ask sets its clean-up timer again (in ``withdraw.lua`` on one server;
+        on Cluster, where the due zset is in another slot, in a script of its own first: should the
+        ask still be pending, that timer merely fires early and the sweeper sets the next again)."""
         k = self.ask_keys(tag, ask_id)
         payload = json.dumps([{"channel": m.channel, "ts": m.ts} for m in messages])
-        [reply] = await self._run([self._script("withdraw", [k.ask, k.audit], [payload, actor, detail])])
+        member = due_member(ask_id, tag)
+        steps: list[Step] = []
+        keys: list[str] = [k.ask, k.audit]
+        args: list[str | int] = [payload, actor, detail]
+        if self._cluster:
+            delay = [self.finalize_after_ms, member, "keep_earlier"]
+            steps.append(self._script("schedule_in", [self.keys.due], delay))
+        else:
+            keys.append(self.keys.due)
+            args += [member, self.finalize_after_ms]
+        steps.append(self._script("withdraw", keys, args))
+        reply = (await self._run(steps))[-1]
         return _s(reply[0])
 
     async def resolve(self, resolution: Resolution) -> ResolveVerdict:
@@ -421,8 +437,16 @@ class Store(Finishing, HomeIndex):
         if verdict == "won":
             result = parse_result(reply[1])
             msgs = [PostedMessage.model_validate(m) for m in json.loads(reply[2] or "[]") or []]
-            channels = frozenset(tracked_channels(reply[2], reply[4] if len(reply) > 4 else None))
-            return VoteVerdict("won", list(result.envelope.votes or []), result, msgs, channels=channels)
+            withdrawn = reply[4] if len(reply) > 4 else None
+            channels = frozenset(tracked_channels(reply[2], withdrawn))
+            return VoteVerdict(
+                "won",
+                list(result.envelope.votes or []),
+                result,
+                msgs,
+                channels=channels,
+                withdrawn=_withdrawn(withdrawn),
+            )
         if verdict in ("counted", "same"):
             votes = [ResultVote.model_validate(v) for v in json.loads(reply[1])]
             return VoteVerdict(verdict, votes)  # type: ignore[arg-type]
@@ -435,9 +459,15 @@ class Store(Finishing, HomeIndex):
         if verdict == "won":
             msgs = [PostedMessage.model_validate(m) for m in json.loads(reply[2] or "[]") or []]
             undelivered = reply[3] if len(reply) > 3 else ""
-            channels = frozenset(tracked_channels(reply[2], reply[4] if len(reply) > 4 else None))
+            withdrawn = reply[4] if len(reply) > 4 else None
+            channels = frozenset(tracked_channels(reply[2], withdrawn))
             return ResolveVerdict(
-                "won", parse_result(reply[1]), msgs, undelivered=undelivered, channels=channels
+                "won",
+                parse_result(reply[1]),
+                msgs,
+                undelivered=undelivered,
+                channels=channels,
+                withdrawn=_withdrawn(withdrawn),
             )
         return ResolveVerdict(verdict, detail=reply[1] if len(reply) > 1 else "")  # type: ignore[arg-type]
 
