@@ -170,12 +170,11 @@ class Endings(Room):
         have failed, or never run (the replica died after the mark): each is deleted again here, and
         Slack's ``message_not_found`` for one already gone counts as done."""
         bind_ask_id(rec.ask_id)
-        if withdrawn and not await self._delete_withdrawn(withdrawn, priority=priority, deadline=deadline):
-            return  # not done: the clean-up timer stays, and the sweeper comes back
         if not messages:
             # Nothing to draw (a refused ask has no message, and maybe no request to draw from):
             # the clean-up timer goes at once.
-            await self.store.finalize(rec.tag, rec.ask_id, 0, channels=channels, people=people)
+            if await self._delete_withdrawn(withdrawn, priority=priority, deadline=deadline):
+                await self.store.finalize(rec.tag, rec.ask_id, 0, channels=channels, people=people)
             return
         if reason is None and result.outcome == "cancelled" and by is None:
             # An agent's cancel: its reason is kept beside the result (a post that lands after the
@@ -215,7 +214,10 @@ class Endings(Room):
                 log.warning(
                     "could not update %s/%s yet: %s (the sweeper retries)", message.channel, message.ts, exc
                 )
-        if ok == len(messages):
+        # The copies the bot withdrew after the redraw, which a person waits for; not finalized (the
+        # clean-up timer stays, and the sweeper comes back) while one is left in Slack.
+        deleted = await self._delete_withdrawn(withdrawn, priority=priority, deadline=deadline)
+        if ok == len(messages) and deleted:
             await self.store.finalize(rec.tag, rec.ask_id, len(messages), channels=channels, people=people)
 
     async def _delete_withdrawn(
