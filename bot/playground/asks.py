@@ -17,6 +17,7 @@ from typing import Any, Final, Protocol
 
 from aiohttp import web
 
+from bot.storage.keys import glob_escape
 from bot.storage.store import LoadedAsk, Store
 
 __all__ = [
@@ -45,16 +46,12 @@ class WithdrawError(Exception):
     """The ask cannot be withdrawn (unknown, or already ended); the message says which."""
 
 
-def _glob_escape(text: str) -> str:
-    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
-
-
 async def _asks(store: Store) -> AsyncIterator[LoadedAsk]:
     """Every ask the store still knows (pending and ended), through the id index; at most a bounded
     number, which a playground never reaches."""
     head = store.keys.index("")
     seen = 0
-    async for key in store.redis.scan_iter(match=f"{_glob_escape(head)}*", count=500):
+    async for key in store.redis.scan_iter(match=f"{glob_escape(head)}*", count=500):
         ask_id = (key.decode() if isinstance(key, bytes) else str(key))[len(head) :]
         tag = await store.lookup_tag(ask_id)
         loaded = None if tag is None else await store.load(tag, ask_id)

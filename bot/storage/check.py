@@ -26,7 +26,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from bot.storage.home_check import check_home, home_key_type
-from bot.storage.keys import GROUP, Keys, due_member, parse_due_member
+from bot.storage.keys import GROUP, Keys, due_member, glob_escape, parse_due_member
 
 __all__ = ["Problem", "check_prefix"]
 
@@ -48,10 +48,6 @@ class Problem:
 
 def _s(value: Any) -> str:
     return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
-
-
-def _glob_escape(text: str) -> str:
-    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
 
 
 def _expected_type(keys: Keys, key: str) -> tuple[str, bool] | None:
@@ -94,7 +90,7 @@ async def check_prefix(
     """Every broken invariant under ``prefix`` (an empty list when all hold). ``fix``: the ones that
     can be repaired without Slack (the Home tab's index drift) are, as they are found."""
     keys = Keys(prefix)
-    found = sorted({_s(k) async for k in redis.scan_iter(match=f"{_glob_escape(prefix)}:*", count=1000)})
+    found = sorted({_s(k) async for k in redis.scan_iter(match=f"{glob_escape(prefix)}:*", count=1000)})
     problems: list[Problem] = []
     kinds = await _pipelined(redis, [("type", (k,)) for k in found])
     ttls = await _pipelined(redis, [("pttl", (k,)) for k in found])

@@ -69,6 +69,7 @@ __all__ = [
     "AskKeys",
     "Keys",
     "due_member",
+    "glob_escape",
     "parse_due_member",
     "slot_tag",
 ]
@@ -109,6 +110,11 @@ def slot_tag(reply_to: str) -> str:
     if "{" not in part and "}" not in part:
         return part
     return _tag_for_slot()[key_slot(reply_to.encode())]
+
+
+def glob_escape(text: str) -> str:
+    """``text`` matched literally by a SCAN ``MATCH`` pattern (a prefix or an ask id may hold ``*``)."""
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
 
 
 def due_member(ask_id: str, tag: str) -> str:
