@@ -39,6 +39,7 @@ from bot.storage.connection import connect
 from bot.storage.steps import StepStore
 from bot.storage.store import Store
 from bot.sweeper import Sweeper
+from bot.tasks import RECANCEL_S
 
 __all__ = ["BotRuntime", "default_consumer_name"]
 
@@ -338,8 +339,6 @@ class BotRuntime:
 
 CANCEL_WAIT_S = 5.0
 """How long a cancelled task may take to end (its ``finally`` blocks) before that is an error."""
-RECANCEL_S = 0.5
-"""How long a cancelled task is waited for before it is cancelled again (a cancel may be lost)."""
 
 
 async def _end_tasks(

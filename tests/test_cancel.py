@@ -61,3 +61,27 @@ async def test_cancel_and_wait_never_swallows_the_caller_s_own_cancel() -> None:
     outer.cancel()
     done, _ = await asyncio.wait([outer], timeout=5)
     assert done and outer.cancelled()
+
+
+async def test_cancel_and_wait_ends_a_helper_whose_first_cancel_was_lost() -> None:
+    # The state Python 3.11's wait_for leaves a loop in when it loses a cancel (gh-86296): the
+    # CancelledError never reaches the loop, which runs on, "cancelling". A timer claim's renewal in
+    # that state outlived its replica's stop and made a Redis connection after the client closed.
+    laps = 0
+
+    async def renewal() -> None:
+        nonlocal laps
+        while True:
+            try:
+                await asyncio.sleep(0.01)
+            except asyncio.CancelledError:
+                if laps == 0:
+                    laps += 1
+                    continue  # lost, as inside wait_for
+                raise
+
+    task = asyncio.create_task(renewal())
+    await asyncio.sleep(0.02)
+    async with asyncio.timeout(5):
+        await cancel_and_wait(task)
+    assert task.cancelled() and laps == 1
