@@ -29,8 +29,12 @@ def cancelled(rec: AskRecord, lease: Lease) -> Resolution:
     )
 
 
-async def stale_copy_of_an_ended_ask_is_deleted(harness: Harness, caplog: pytest.LogCaptureFixture) -> None:
-    """The scenario of test_fencing's and test_cluster's test of it."""
+async def stale_copy_of_an_ended_ask_is_deleted(
+    harness: Harness, caplog: pytest.LogCaptureFixture, *, refused: str | None = None
+) -> None:
+    """The scenario of test_fencing's and test_cluster's test of it. ``refused``: once Slack is back,
+    it answers the sweeper's delete with that error for good (the copy stays, and the ask is
+    finished all the same, with one warning)."""
     # The chaos test's live copy of an ended ask: the replica's post is on its way when another
     # replica takes the ask over and cancels it (finished: it had no message). The post lands, is
     # refused as stale and withdrawn, and its chat.delete fails (Slack down for the whole delivery
@@ -85,21 +89,30 @@ async def stale_copy_of_an_ended_ask_is_deleted(harness: Harness, caplog: pytest
         assert await harness.redis.hget(key, "finalized") == b"0"
         assert await harness.redis.zscore(store.keys.due, member) is not None  # it comes back
     harness.fake.clear_faults()
-
-    await harness.fake.wait_for(  # by the sweeper again, once the timer lease it held is over
-        lambda: not [m for m in harness.fake.messages("C0DEPLOY") if not m.thread_ts] or None,
-        timeout=10,
-        what="the copy deleted",
-    )
-    deletes = [c for c in harness.fake.find_calls("chat.delete") if c.status == 200]
-    assert [c.params["ts"] for c in deletes] == [copy.ts]
+    if refused is not None:
+        harness.fake.fail_next("chat.delete", error=refused, times=10_000)
+    else:
+        await harness.fake.wait_for(  # by the sweeper again, once the timer lease it held is over
+            lambda: not [m for m in harness.fake.messages("C0DEPLOY") if not m.thread_ts] or None,
+            timeout=10,
+            what="the copy deleted",
+        )
+        deletes = [c for c in harness.fake.find_calls("chat.delete") if c.status == 200]
+        assert [c.params["ts"] for c in deletes] == [copy.ts]
 
     async def finished() -> bool:  # on Cluster the timer goes in a round trip after the mark
         done = await harness.redis.hget(key, "finalized") == b"1"
         return done and await harness.redis.zscore(store.keys.due, member) is None
 
-    async with asyncio.timeout(5):
-        while not await finished():  # noqa: ASYNC110 - the sweeper's finalize
-            await asyncio.sleep(0.02)
+    with caplog.at_level(logging.WARNING):
+        async with asyncio.timeout(10):
+            while not await finished():  # noqa: ASYNC110 - the sweeper's finalize
+                await asyncio.sleep(0.02)
+    if refused is not None:
+        assert [m.ts for m in harness.fake.messages("C0DEPLOY") if not m.thread_ts] == [copy.ts]
+        stays = [r.getMessage() for r in caplog.records if "stays in Slack" in r.getMessage()]
+        assert len(stays) == 1, stays  # one line, not one per sweep
+        assert stays[0].startswith(f"the withdrawn copy C0DEPLOY/{copy.ts} stays in Slack: ")
+        assert refused in stays[0]
     assert (await harness.result(env["reply_to"]))["outcome"] == "cancelled"
     assert await harness.no_more_results(env["reply_to"])

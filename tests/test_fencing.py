@@ -497,3 +497,11 @@ async def test_a_stale_post_s_copy_whose_delete_fails_after_the_ask_ended_is_del
     harness: Harness, caplog: pytest.LogCaptureFixture
 ) -> None:
     await stale_copy_of_an_ended_ask_is_deleted(harness, caplog)
+
+
+async def test_a_withdrawn_copy_slack_refuses_to_delete_for_good_leaves_one_warning_and_a_finished_ask(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A refusal retrying cannot change (the bot may not delete it any more): the sweeper must not come
+    # back for it forever; the ask is finished, and the log says which copy stays.
+    await stale_copy_of_an_ended_ask_is_deleted(harness, caplog, refused="cant_delete_message")

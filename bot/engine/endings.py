@@ -230,9 +230,11 @@ class Endings(Room):
                 await self.slack.delete(channel, ts, priority=priority, deadline=deadline)
                 gone += 1
             except SlackPermanentError as exc:
-                # message_not_found: deleted already (the first delete went through); or the channel
-                # is gone, and the copy with it.
-                log.debug("withdrawn copy %s/%s: %s", channel, ts, exc.code)
+                # Done either way: retrying cannot change Slack's answer, and the sweeper must not spin.
+                if exc.code in _GONE:
+                    log.debug("withdrawn copy %s/%s: %s", channel, ts, exc.code)
+                else:
+                    log.warning("the withdrawn copy %s/%s stays in Slack: %s", channel, ts, exc)
                 gone += 1
             except SlackError as exc:
                 log.warning(
@@ -242,6 +244,11 @@ class Endings(Room):
                     exc,
                 )
         return gone == len(withdrawn)
+
+
+_GONE = frozenset({"message_not_found", "channel_not_found", "is_archived"})
+"""Slack's answers to ``chat.delete`` of a copy that is gone already: the first delete went through,
+or the conversation went, and the copy with it."""
 
 
 def _audit_detail(detail: str, via: Via | None) -> str:
