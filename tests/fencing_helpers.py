@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import time
+from typing import Literal
 
 import pytest
 
@@ -18,14 +19,17 @@ from tests.harness import Harness, interactive_elements
 DEPLOY = {"id": "deploy", "question": "Deploy?", "options": ["Yes", "No"]}
 
 
-def cancelled(rec: AskRecord, lease: Lease) -> Resolution:
-    """The ending intake makes for accept's ``cancel`` verdict (an agent's cancel that came first)."""
-    ending = results.ended_without_answer(rec, "cancelled")
+def leased_ending(
+    rec: AskRecord, lease: Lease, outcome: Literal["cancelled", "unavailable"] = "cancelled"
+) -> Resolution:
+    """An ending intake makes under ``lease``, without an answer: ``cancelled`` for accept's
+    ``cancel`` verdict (an agent's cancel that came first), ``unavailable`` for a failed post."""
+    ending = results.ended_without_answer(rec, outcome)
     prefix = results.result_prefix(
         ask_id=rec.ask_id, format="pi-question", ending=ending, responder=None, slack=None, created_at=None
     )
     return Resolution(
-        rec, "cancelled", prefix, None, "cancelled", release_lease=True, replica=lease.owner, lease=lease
+        rec, outcome, prefix, None, outcome, release_lease=True, replica=lease.owner, lease=lease
     )
 
 
@@ -59,7 +63,7 @@ async def stale_copy_of_an_ended_ask_is_deleted(
     )
     assert taken.verdict == "post"
     other = Lease("other", taken.token, time.monotonic() + 60)
-    assert (await store.resolve(cancelled(rec, other))).verdict == "won"
+    assert (await store.resolve(leased_ending(rec, other))).verdict == "won"
     await store.finalize(tag, env["ask_id"], 0)
     assert await harness.redis.hget(key, "finalized") == b"1"
     assert await harness.redis.zscore(store.keys.due, member) is None  # finished: no timer left

@@ -12,7 +12,6 @@ import time
 import pytest
 from redis.asyncio import Redis
 
-from bot import results
 from bot.asks import build_record
 from bot.errors import SlackBusyError
 from bot.model import AskRecord, PostedMessage
@@ -20,10 +19,10 @@ from bot.playground import Message
 from bot.slack.gateway import SlackGateway, make_client
 from bot.storage.check import check_prefix
 from bot.storage.keys import GROUP, slot_tag
-from bot.storage.store import Lease, Resolution, Store
+from bot.storage.store import Lease, Store
 from contract import normalize_ask_request
 from contract.envelopes import parse_ask_envelope
-from tests.fencing_helpers import DEPLOY, cancelled, stale_copy_of_an_ended_ask_is_deleted
+from tests.fencing_helpers import DEPLOY, leased_ending, stale_copy_of_an_ended_ask_is_deleted
 from tests.harness import Harness, interactive_elements
 from tests.redis_procs import TcpProxy
 
@@ -66,16 +65,6 @@ async def _entry(store: Store, redis: Redis) -> str:
     return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
 
 
-def _ending(rec: AskRecord, lease: Lease) -> Resolution:
-    ending = results.ended_without_answer(rec, "unavailable")
-    prefix = results.result_prefix(
-        ask_id=rec.ask_id, format="pi-question", ending=ending, responder=None, slack=None, created_at=None
-    )
-    return Resolution(
-        rec, "unavailable", prefix, None, "unavailable", release_lease=True, replica=lease.owner, lease=lease
-    )
-
-
 async def test_a_replica_whose_lease_was_taken_over_records_nothing_ends_nothing_and_acks_nothing(
     store: Store, redis: Redis, reply_to: str
 ) -> None:
@@ -89,7 +78,7 @@ async def test_a_replica_whose_lease_was_taken_over_records_nothing_ends_nothing
     message = PostedMessage(channel="C1", ts="1.1")
     state = await store.posted(rec.tag, rec.ask_id, [message], actor="c1", ack_entry=entry, lease=old)
     assert state == "stale"
-    assert (await store.resolve(_ending(rec, old))).verdict == "stale"
+    assert (await store.resolve(leased_ending(rec, old, "unavailable"))).verdict == "stale"
     loaded = await store.load(rec.tag, rec.ask_id)
     assert loaded is not None and loaded.state == "accepted" and loaded.messages == []
     assert await redis.llen(reply_to) == 0
@@ -233,9 +222,9 @@ async def test_an_agent_s_early_cancel_refused_as_stale_to_its_first_holder_is_e
     assert (taken.verdict, taken.detail, taken.token) == ("cancel", "not needed", "2")
     new = Lease("c2", taken.token, time.monotonic() + 30)
 
-    assert (await store.resolve(cancelled(rec, old))).verdict == "stale"  # fencing still holds
-    assert (await store.resolve(cancelled(rec, new))).verdict == "won"
-    assert (await store.resolve(cancelled(rec, old))).verdict == "stale"
+    assert (await store.resolve(leased_ending(rec, old))).verdict == "stale"  # fencing still holds
+    assert (await store.resolve(leased_ending(rec, new))).verdict == "won"
+    assert (await store.resolve(leased_ending(rec, old))).verdict == "stale"
     # Exactly one result, and it is the agent's cancel.
     [raw] = await redis.lrange(reply_to, 0, -1)
     assert json.loads(raw)["outcome"] == "cancelled"
@@ -346,7 +335,7 @@ async def test_an_early_cancel_whose_first_holder_froze_before_ending_it_is_ende
     result = await harness.result(env["reply_to"])
     assert (result["outcome"], result["ask_id"]) == ("cancelled", env["ask_id"])
     # Resumed, the frozen replica's own ending is refused: fencing still holds for its lease.
-    stale = cancelled(built, Lease("frozen", first.token, time.monotonic() + 6))
+    stale = leased_ending(built, Lease("frozen", first.token, time.monotonic() + 6))
     assert (await store.resolve(stale)).verdict == "stale"
     assert await harness.no_more_results(env["reply_to"])
     assert [m for m in harness.fake.messages("C0DEPLOY") if not m.thread_ts] == []  # never posted
