@@ -36,7 +36,6 @@ from bot.storage.records import (
     compact_record,
     iso_ms,
     messages_json,
-    tracked_channels,
 )
 from contract.envelopes import ResultVote
 
@@ -254,18 +253,9 @@ class Store(AskReads, Finishing, HomeIndex):
         ask still be pending, that timer merely fires early and the sweeper sets the next again)."""
         k = self.ask_keys(tag, ask_id)
         payload = json.dumps([{"channel": m.channel, "ts": m.ts} for m in messages])
-        member = due_member(ask_id, tag)
-        steps: list[Step] = []
-        keys: list[str] = [k.ask, k.audit]
-        args: list[str | int] = [payload, actor, detail]
-        if self._cluster:
-            delay = [self.finalize_after_ms, member, "keep_earlier"]
-            steps.append(self._script("schedule_in", [self.keys.due], delay))
-        else:
-            keys.append(self.keys.due)
-            args += [member, self.finalize_after_ms]
-        steps.append(self._script("withdraw", keys, args))
-        reply = (await self._run(steps))[-1]
+        timer, due, together = self._clean_up_timer(ask_id, tag)
+        script = self._script("withdraw", [k.ask, k.audit, *due], [payload, actor, detail, *together])
+        reply = (await self._run([*timer, script]))[-1]
         return _s(reply[0])
 
     async def resolve(self, resolution: Resolution) -> ResolveVerdict:
@@ -341,7 +331,7 @@ class Store(AskReads, Finishing, HomeIndex):
         only): the winner does the Home tabs' bookkeeping in the same step."""
         record = r.record
         k = self.ask_keys(record.tag, record.ask_id)
-        timer, due, together = self._clean_up_timer(record)
+        timer, due, together = self._clean_up_timer(record.ask_id, record.tag)
         keys = [k.ask, k.audit, record.reply_to, *due]
         if home and not self._cluster:
             home_keys, home_args = self._home_ended_keys(record.tag, record.ask_id, r.actor)
@@ -373,12 +363,13 @@ class Store(AskReads, Finishing, HomeIndex):
             ),
         ]
 
-    def _clean_up_timer(self, record: AskRecord) -> tuple[list[Step], list[str], list[Any]]:
-        """An ending script's clean-up timer (``resolve.lua``, ``vote.lua``), as (steps before the
-        script, keys and arguments the script takes after its own): on one server the script sets it
-        when it ends the ask (the due zset, the delay and the member); on Cluster, where the due zset
-        is in another slot, a script of its own goes first."""
-        member = due_member(record.ask_id, record.tag)
+    def _clean_up_timer(self, ask_id: str, tag: str) -> tuple[list[Step], list[str], list[Any]]:
+        """The clean-up timer a script sets for an ask (``resolve.lua``, ``vote.lua``: an ending;
+        ``withdraw.lua``: a copy withdrawn from an ended ask), as (steps before the script, keys and
+        arguments the script takes after its own): on one server the script sets it itself (the due
+        zset, the delay and the member); on Cluster, where the due zset is in another slot, a script
+        of its own goes first."""
+        member = due_member(ask_id, tag)
         if self._cluster:
             delay = [self.finalize_after_ms, member, "keep_earlier"]
             return [self._script("schedule_in", [self.keys.due], delay)], [], []
@@ -394,7 +385,7 @@ class Store(AskReads, Finishing, HomeIndex):
         record = vote.record
         assert record.approval is not None, "vote() is for approval asks"
         k = self.ask_keys(record.tag, record.ask_id)
-        timer, due, together = self._clean_up_timer(record)
+        timer, due, together = self._clean_up_timer(record.ask_id, record.tag)
         replies = await self._run_endings(
             [
                 *timer,
@@ -423,16 +414,9 @@ class Store(AskReads, Finishing, HomeIndex):
         verdict = reply[0]
         if verdict == "won":
             result = parse_result(reply[1])
-            msgs = [PostedMessage.model_validate(m) for m in json.loads(reply[2] or "[]") or []]
-            withdrawn = reply[4] if len(reply) > 4 else None
-            channels = frozenset(tracked_channels(reply[2], withdrawn))
+            msgs, channels, withdrawn = _won_messages(reply)
             return VoteVerdict(
-                "won",
-                list(result.envelope.votes or []),
-                result,
-                msgs,
-                channels=channels,
-                withdrawn=_withdrawn(withdrawn),
+                "won", list(result.envelope.votes or []), result, msgs, channels=channels, withdrawn=withdrawn
             )
         if verdict in ("counted", "same"):
             votes = [ResultVote.model_validate(v) for v in json.loads(reply[1])]
@@ -444,17 +428,15 @@ class Store(AskReads, Finishing, HomeIndex):
         reply = [_s(x) for x in raw]
         verdict = reply[0]
         if verdict == "won":
-            msgs = [PostedMessage.model_validate(m) for m in json.loads(reply[2] or "[]") or []]
+            msgs, channels, withdrawn = _won_messages(reply)
             undelivered = reply[3] if len(reply) > 3 else ""
-            withdrawn = reply[4] if len(reply) > 4 else None
-            channels = frozenset(tracked_channels(reply[2], withdrawn))
             return ResolveVerdict(
                 "won",
                 parse_result(reply[1]),
                 msgs,
                 undelivered=undelivered,
                 channels=channels,
-                withdrawn=_withdrawn(withdrawn),
+                withdrawn=withdrawn,
             )
         return ResolveVerdict(verdict, detail=reply[1] if len(reply) > 1 else "")  # type: ignore[arg-type]
 
@@ -489,6 +471,18 @@ class Store(AskReads, Finishing, HomeIndex):
         k = self.ask_keys(tag, ask_id)
         args = [event, by or "", detail, self.retention_ms]
         await self._run([self._script("audit", [k.ask, k.audit], args)])
+
+
+def _won_messages(
+    reply: Sequence[str],
+) -> tuple[list[PostedMessage], frozenset[str], frozenset[tuple[str, str]]]:
+    """From an ending script's ``won`` reply (``write_result`` in ``_common.lua``): the ask's messages,
+    the channels it was tracked in (its messages' and its withdrawn copies') and the withdrawn copies,
+    each field read once."""
+    msgs = [PostedMessage.model_validate(m) for m in json.loads(reply[2] or "[]") or []]
+    withdrawn = _withdrawn(reply[4] if len(reply) > 4 else None)
+    channels = frozenset({m.channel for m in msgs} | {channel for channel, _ in withdrawn})
+    return msgs, channels, withdrawn
 
 
 def _warn_undelivered(record: AskRecord, raw: Any) -> bool:

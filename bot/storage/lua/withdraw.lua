@@ -4,10 +4,10 @@
 -- A withdrawn copy is deleted again when the ask's messages are finished (Endings.finish_messages):
 -- a chat.delete that failed, or never ran (a crash after this step), leaves no live button behind.
 -- So a copy withdrawn from an ended ask makes it unfinished again (`finalized` 0) and sets its
--- clean-up timer, on one server in this same step (KEYS[3], ARGV[4], ARGV[5]).
+-- clean-up timer, on one server in this same step (KEYS[3], ARGV[4], ARGV[5]; Store._clean_up_timer).
 -- KEYS[1] ask hash, KEYS[2] audit list, KEYS[3] the due zset (one server; absent on Cluster)
 -- ARGV[1] JSON list of messages ({channel, ts}), ARGV[2] actor, ARGV[3] detail,
--- ARGV[4] due member, ARGV[5] the clean-up timer's delay (ms)
+-- ARGV[4] the clean-up timer's delay (ms), ARGV[5] due member
 -- Returns {'ok', state}, {'missing'} when there is no record (nothing can take them for the ask's), or
 -- {'carries'} when nothing changed because the copies are all the ask has in a posted or ended ask:
 -- a takeover adopted the copy (learned from Slack's event) after its own delivery was refused as
@@ -29,7 +29,7 @@ withdraw(KEYS[1], gone)
 local now = now_ms()
 if state == 'ended' then
   redis.call('HSET', KEYS[1], 'finalized', 0)
-  if KEYS[3] then clean_up_timer(KEYS[3], now + tonumber(ARGV[5]), ARGV[4]) end
+  if KEYS[3] then clean_up_timer(KEYS[3], now + tonumber(ARGV[4]), ARGV[5]) end
 end
 audit_kept(KEYS, now, 'withdrawn', ARGV[2], ARGV[3])
 return {'ok', state}
