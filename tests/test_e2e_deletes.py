@@ -120,3 +120,50 @@ def _deletion_delivered(harness: Harness, channel: str, message: Message) -> boo
         and e.envelope["event"].get("deleted_ts") == message.ts
         for e in harness.fake.state.events
     )
+
+
+@pytest.mark.parametrize("ending", ["click", "timeout"])
+async def test_a_withdrawn_copy_slack_did_not_delete_goes_when_its_pending_ask_ends(
+    harness: Harness, ending: str
+) -> None:
+    # The losing sweeper's copy is withdrawn while Slack fails every chat.delete: it stays in Slack,
+    # outside the record, while the ask is pending. The ending (a click's, or the deadline's in the
+    # sweeper's batch) deletes it with the redraw: no live button is left once the ask has ended.
+    # (An escalation step must come before the deadline; this test takes the step itself, at once.)
+    after_ms, timeout_ms = (600_000, 900_000) if ending == "click" else (5_000, 6_000)
+    env = harness.envelope(
+        Q, escalate=[{"after_ms": after_ms, "channel": "C0INCIDENT"}], timeout_ms=timeout_ms
+    )
+    await harness.send(env)
+    [first] = await harness.posted()
+    runtime = harness.replicas[0]
+    tag, timers = slot_tag(env["reply_to"]), runtime.engine.timers
+    stale = await runtime.store.load(tag, env["ask_id"])
+    assert stale is not None
+    step, now = stale.record.escalate[0], await runtime.store.server_time_ms()
+    assert await timers._escalate(stale, 0, step, now, None)
+    [winner] = await harness.posted("C0INCIDENT")
+    harness.fake.fail_next("chat.delete", status=503, times=10_000)
+    assert await timers._escalate(stale, 0, step, now, None)  # its delete gives up (Slack down)
+    harness.fake.clear_faults()
+    [loser] = [m for m in harness.fake.messages("C0INCIDENT") if m.ts != winner.ts]
+    loaded = await runtime.store.load(tag, env["ask_id"])
+    assert loaded is not None and loaded.withdrawn == {("C0INCIDENT", loser.ts)}
+    assert loaded.state == "posted" and not loaded.finalized
+
+    if ending == "click":
+        await harness.fake.click("U0ALICE", "C0INCIDENT", winner.ts, "slack_ask:choose:0")
+    assert (await harness.result(env["reply_to"], timeout=15))["outcome"] == (
+        "answered" if ending == "click" else "timeout"
+    )
+    await harness.ended("C0DEPLOY", first.ts)
+    await harness.ended("C0INCIDENT", winner.ts)
+    await harness.fake.wait_for(
+        lambda: (
+            harness.fake.state.find_message("C0INCIDENT", loser.ts) is None
+            or harness.fake.state.find_message("C0INCIDENT", loser.ts).deleted  # type: ignore[union-attr]
+            or None
+        ),
+        what="the withdrawn copy deleted",
+    )
+    assert [m.ts for m in harness.fake.messages("C0INCIDENT")] == [winner.ts]
