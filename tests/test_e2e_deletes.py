@@ -122,17 +122,19 @@ def _deletion_delivered(harness: Harness, channel: str, message: Message) -> boo
     )
 
 
-@pytest.mark.parametrize("ending", ["click", "timeout"])
+@pytest.mark.parametrize("ending", ["click", "vote", "timeout"])
 async def test_a_withdrawn_copy_slack_did_not_delete_goes_when_its_pending_ask_ends(
     harness: Harness, ending: str
 ) -> None:
     # The losing sweeper's copy is withdrawn while Slack fails every chat.delete: it stays in Slack,
     # outside the record, while the ask is pending. The ending (a click's, or the deadline's in the
-    # sweeper's batch) deletes it with the redraw: no live button is left once the ask has ended.
+    # sweeper's batch; the deciding vote of an approval) deletes it with the redraw: no live button is
+    # left once the ask has ended.
     # (An escalation step must come before the deadline; this test takes the step itself, at once.)
-    after_ms, timeout_ms = (600_000, 900_000) if ending == "click" else (5_000, 6_000)
+    after_ms, timeout_ms = (5_000, 6_000) if ending == "timeout" else (600_000, 900_000)
+    approval = {"approval": {"count": 2}} if ending == "vote" else {}
     env = harness.envelope(
-        Q, escalate=[{"after_ms": after_ms, "channel": "C0INCIDENT"}], timeout_ms=timeout_ms
+        Q, escalate=[{"after_ms": after_ms, "channel": "C0INCIDENT"}], timeout_ms=timeout_ms, **approval
     )
     await harness.send(env)
     [first] = await harness.posted()
@@ -151,10 +153,12 @@ async def test_a_withdrawn_copy_slack_did_not_delete_goes_when_its_pending_ask_e
     assert loaded is not None and loaded.withdrawn == {("C0INCIDENT", loser.ts)}
     assert loaded.state == "posted" and not loaded.finalized
 
-    if ending == "click":
+    if ending != "timeout":
         await harness.fake.click("U0ALICE", "C0INCIDENT", winner.ts, "slack_ask:choose:0")
+    if ending == "vote":  # the second approval decides
+        await harness.fake.click("U0BOB", "C0DEPLOY", first.ts, "slack_ask:choose:0")
     assert (await harness.result(env["reply_to"], timeout=15))["outcome"] == (
-        "answered" if ending == "click" else "timeout"
+        "timeout" if ending == "timeout" else "answered"
     )
     await harness.ended("C0DEPLOY", first.ts)
     await harness.ended("C0INCIDENT", winner.ts)
