@@ -79,7 +79,11 @@ def _told(fake: FakeSlack, user: str) -> list[str]:
 
 
 async def _told_exactly(fake: FakeSlack, user: str, texts: list[str]) -> None:
-    await fake.wait_for(lambda: _told(fake, user) == texts, timeout=10, what=f"{user} to be told {texts}")
+    try:
+        await fake.wait_for(lambda: _told(fake, user) == texts, timeout=10, what=f"{user} to be told {texts}")
+    except TimeoutError as exc:
+        # What was told instead (nothing, something else, or the refusal twice) says which bug it is.
+        raise TimeoutError(f"{exc}; told instead: {_told(fake, user)}") from exc
 
 
 async def _posted(h: Harness, env: dict[str, Any]) -> Any:
