@@ -40,7 +40,9 @@ from bot.ids import AskRef
 from bot.playground import FakeSlack
 from bot.storage.check import check_prefix
 from bot.storage.embedded import free_port
+from bot.storage.keys import slot_tag
 from bot.storage.scripts import script_source
+from bot.storage.store import Store
 from tests.harness import SIGNING_SECRET, interactive_elements
 from tests.redis_procs import BotProc, TcpProxy, redis_server
 
@@ -267,6 +269,12 @@ async def partitioner(
                 await asyncio.wait_for(stop.wait(), rng.uniform(*PARTITION_S))
         finally:
             await proxy.heal()
+
+
+async def _trail(agent: Redis, prefix: str, env: dict[str, Any]) -> list[dict[str, Any]]:
+    """An ask's audit trail as the bot's own reader merges it (for a failure's printout)."""
+    entries = await Store(agent, prefix).read_audit(slot_tag(env["reply_to"]), env["ask_id"])
+    return [e.model_dump(exclude_none=True) for e in entries]
 
 
 def unanswered(acks: Acks, fake: FakeSlack, results: dict[str, list[dict[str, Any]]], port: int) -> list[str]:
@@ -580,9 +588,8 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str, m
                 shown = fake.state.find_message(CHANNEL, ts) if ts else None
                 if stragglers and shown is not None and interactive_elements(shown.blocks):
                     where = f"{prefix}:{{{plan.env['reply_to']}}}"
-                    audit = await agent.lrange(f"{where}:audit:{plan.env['ask_id']}", 0, -1)
+                    events = await _trail(agent, prefix, plan.env)
                     state = await agent.hget(f"{where}:ask:{plan.env['ask_id']}", "state")
-                    events = [json.loads(a) for a in audit]
                     print(f"stuck {plan.kind} {plan.env['ask_id']} {ts} {state!r}: {events}")
             assert not stragglers, f"{len(stragglers)} clickers still see a live button 60 s after the chaos"
 
@@ -650,26 +657,24 @@ async def test_chaos_every_ask_gets_exactly_one_consistent_result(prefix: str, m
                 if ask is not None:
                     tag = ask.env["reply_to"]
                     record = await agent.hgetall(f"{prefix}:{{{tag}}}:ask:{ask.env['ask_id']}")
-                    audit = await agent.lrange(f"{prefix}:{{{tag}}}:audit:{ask.env['ask_id']}", 0, -1)
+                    audit = await _trail(agent, prefix, ask.env)
                     print(f"live {ts}: {ask.kind} {record.get(b'msgs')} {record.get(b'finalized')} {audit}")
             for ask_id in two_copies:  # what the record says about an ask left with two live copies
                 plan = next(p for p in plans if p.env["ask_id"] == ask_id)
                 where = f"{prefix}:{{{plan.env['reply_to']}}}"
-                audit = await agent.lrange(f"{where}:audit:{ask_id}", 0, -1)
+                audit = await _trail(agent, prefix, plan.env)
                 msgs = await agent.hget(f"{where}:ask:{ask_id}", "msgs")
-                print(f"two copies {ask_id} {plan.kind} msgs={msgs!r} audit={[json.loads(a) for a in audit]}")
+                print(f"two copies {ask_id} {plan.kind} msgs={msgs!r} audit={audit}")
             for problem in problems:
                 print(f"problem {problem.kind} {problem.key}: {problem.detail}")
                 stale = next((p for p in plans if p.env["ask_id"] in problem.detail), None)
                 if stale is not None:
                     where = f"{prefix}:{{{stale.env['reply_to']}}}"
-                    audit = await agent.lrange(f"{where}:audit:{stale.env['ask_id']}", 0, -1)
+                    audit = await _trail(agent, prefix, stale.env)
                     msgs = await agent.hget(f"{where}:ask:{stale.env['ask_id']}", "msgs")
-                    print(f"  {stale.kind} msgs={msgs!r} audit={[json.loads(a)['event'] for a in audit]}")
+                    print(f"  {stale.kind} msgs={msgs!r} audit={[a['event'] for a in audit]}")
             for plan in [p for p in plans if _inconsistent(p, results)][:5]:  # what happened to a wrong one
-                where = f"{prefix}:{{{plan.env['reply_to']}}}"
-                audit = await agent.lrange(f"{where}:audit:{plan.env['ask_id']}", 0, -1)
-                events = [json.loads(a) for a in audit]
+                events = await _trail(agent, prefix, plan.env)
                 print(f"wrong {plan.kind} {plan.env['ask_id']} clickers={plan.clickers}: {events}")
             assert not missing, f"{len(missing)} asks without a result: {missing[:5]}"
             assert not doubled, f"{len(doubled)} asks with more than one result: {doubled[:5]}"

@@ -113,10 +113,10 @@ async def _until(check: Callable[[], Awaitable[bool]], *, what: str, timeout: fl
 
 async def _audited(redis: Redis, h: Harness, env: dict[str, Any], event: str) -> None:
     """Wait until the ask's audit trail has ``event``; its result appearing instead fails at once."""
-    audit_key = f"{h.prefix}:{{{env['reply_to']}}}:audit:{env['ask_id']}"
+    reads = Store(redis, h.prefix)
 
     async def seen() -> bool:
-        events = [json.loads(e)["event"] for e in await redis.lrange(audit_key, 0, -1)]
+        events = [e.event for e in await reads.read_audit(slot_tag(env["reply_to"]), env["ask_id"])]
         assert not await redis.llen(env["reply_to"]), f"the ask ended instead: {events}"
         return event in events
 
@@ -343,10 +343,10 @@ async def test_a_record_landing_after_its_ask_ended_leaves_no_channel_member(
                     lease=Lease("dead-replica", "1", 0.0),
                 )
         await proxy.heal()
-        audit = keys.for_ask(tag, env["ask_id"]).audit
+        reads = Store(h.redis, h.prefix)
 
         async def refused() -> bool:
-            return any(json.loads(a)["event"] == "refused_stale" for a in await h.redis.lrange(audit, 0, -1))
+            return any(a.event == "refused_stale" for a in await reads.read_audit(tag, env["ask_id"]))
 
         await _until(refused, what="the late record to land, refused")
         # The timer that came in the same round trip takes the member out (the running replica's sweeper).

@@ -604,8 +604,7 @@ async def test_a_copy_learned_again_while_finalize_runs_never_stays_in_its_chann
     finally:
         await hooked.aclose()
     await _its_member_goes_eventually(redis, store, prefix, rec)
-    entries = await redis.lrange(store.ask_keys(rec.tag, rec.ask_id).audit, 0, -1)
-    audit = [json.loads(e)["event"] for e in entries]
+    audit = [e.event for e in await store.read_audit(rec.tag, rec.ask_id)]
     assert "learned_after_end" in audit
 
 

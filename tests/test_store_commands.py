@@ -1,13 +1,15 @@
 """What the store's steps cost Redis, counted on a redis-server of the test's own (INFO commandstats
 counts every command, a script's inner ones included; the shared server's counts are everybody's).
 
-Issue 22: each decision point reads the ask's hash once and writes it once, and an audit entry keeps
-the list's lifetime (set where the ask's own is set or changed) rather than read and set it again.
-The lifetimes these savings rest on are asserted too: the audit list never runs out before the ask.
+Issue 22: each decision point reads the ask's hash once and writes it once, and its audit entry
+rides on that read and write: the trail is the hash's ``log`` field, with no key or lifetime of its
+own. The invariant this rests on is asserted too: while an ask's hash exists, it has no audit list
+(only the version before wrote one, or an entry for an ask already gone).
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
@@ -65,12 +67,13 @@ async def _answered(store: Store, rec: AskRecord) -> str:
     return (await store.resolve(resolution)).verdict
 
 
-async def _audit_outlives_the_ask(redis: Redis, store: Store, rec: AskRecord) -> None:
+async def _trail_in_the_hash(redis: Redis, store: Store, rec: AskRecord, entries: int) -> None:
+    """The ask's trail is its hash's log, `entries` lines, and nothing else holds any of it."""
     k = store.ask_keys(rec.tag, rec.ask_id)
-    ask_ttl, audit_ttl = await redis.pttl(k.ask), await redis.pttl(k.audit)
-    assert ask_ttl > 0 and audit_ttl > 0, (ask_ttl, audit_ttl)
-    # Both lifetimes are set in one atomic step (one Redis time): only the read apart.
-    assert audit_ttl >= ask_ttl - 50, (ask_ttl, audit_ttl)
+    assert not await redis.exists(k.audit)
+    log = await redis.hget(k.ask, "log")  # type: ignore[misc]
+    assert log is not None and len(log.split(b"\n")) == entries, log
+    assert await redis.pttl(k.ask) > 0
 
 
 async def test_a_new_ask_s_claim_and_duplicate_check_read_no_clock_and_no_index(
@@ -106,7 +109,7 @@ async def test_an_id_claimed_under_another_reply_to_is_found_there_or_taken_over
     assert await redis.get(store.keys.index(again.ask_id)) == again.tag.encode()
 
 
-async def test_a_post_s_record_reads_and_writes_the_hash_once_and_keeps_the_audit_s_lifetime(
+async def test_a_post_s_record_reads_and_writes_the_hash_once_its_audit_entry_included(
     own: tuple[Redis, Store],
 ) -> None:
     redis, store = own
@@ -118,26 +121,35 @@ async def test_a_post_s_record_reads_and_writes_the_hash_once_and_keeps_the_audi
     verdict = await store.posted(rec.tag, rec.ask_id, posted, actor="c1", track_channel=True, lease=lease)
     counts = await _counted(redis)
     assert verdict == "ok"
-    # The record and its lease in one HMGET, every changed field in one HSET; the channel set's
-    # lifetime is the one PEXPIRE (the audit list keeps the ask's), and no PTTL is read.
+    # The record, its lease and its log in one HMGET, every changed field and the audit entry in
+    # one HSET; the channel set's lifetime is the one PEXPIRE, and no list is pushed to.
     assert (counts["hmget"], counts["hset"], counts["pexpire"], counts["pttl"]) == (1, 1, 1, 0), counts
+    assert counts["rpush"] == 0, counts
     loaded = await store.load(rec.tag, rec.ask_id)
     assert loaded is not None and loaded.state == "posted" and loaded.messages == posted
     assert [e.event for e in await store.read_audit(rec.tag, rec.ask_id)] == ["accepted", "posted"]
-    await _audit_outlives_the_ask(redis, store, rec)
+    await _trail_in_the_hash(redis, store, rec, 2)
 
 
-async def test_an_audit_list_that_is_gone_takes_the_ask_s_remaining_life(own: tuple[Redis, Store]) -> None:
-    # Only an entry that creates the list sets its lifetime: from the hash's, never none.
+async def test_a_trail_the_version_before_listed_reads_merged_with_the_log_by_time(
+    own: tuple[Redis, Store],
+) -> None:
+    # Rolling update: an old replica appends to the audit list, a new one to the log; the reader
+    # gives one trail in time order, and a new step never moves the old entries.
     redis, store = own
     rec = _record(f"{store.keys.prefix}:reply:c")
     lease = await _posted(redis, store, rec, 9_000_000_000_000)
     k = store.ask_keys(rec.tag, rec.ask_id)
-    await redis.delete(k.audit)
+    at = int(json.loads(await redis.hget(k.ask, "log"))["at"])  # type: ignore[misc]  # accepted's
+    old = [json.dumps({"at": at - 5, "event": "queued_old"}), json.dumps({"at": at + 1, "event": "old"})]
+    await redis.rpush(k.audit, *old)  # type: ignore[misc]
+    while await store.server_time_ms() <= at + 1:  # the post comes after the old one's entry
+        pass
     posted = [PostedMessage(channel="C1", ts="1.1")]
     assert await store.posted(rec.tag, rec.ask_id, posted, actor="c1", lease=lease) == "ok"
-    assert [e.event for e in await store.read_audit(rec.tag, rec.ask_id)] == ["posted"]
-    await _audit_outlives_the_ask(redis, store, rec)
+    events = [e.event for e in await store.read_audit(rec.tag, rec.ask_id)]
+    assert events == ["queued_old", "accepted", "old", "posted"]
+    assert await redis.lrange(k.audit, 0, -1) == [e.encode() for e in old]  # type: ignore[misc]
 
 
 async def test_a_click_s_ending_reads_the_hash_once_and_keeps_an_earlier_timer_in_one_command(
@@ -156,9 +168,12 @@ async def test_a_click_s_ending_reads_the_hash_once_and_keeps_an_earlier_timer_i
     # The decision and the won reply's messages from one HMGET; the timer by one ZADD LT (the one
     # ZSCORE is whether the answerer ever opened their Home tab, which then is marked to publish).
     assert (counts["hmget"], counts["zadd"], counts["zscore"]) == (1, 1, 1), counts
+    # The result pushed with no TYPE asked first; lifetimes for the hash (its audit entry in it),
+    # the reply list and the answerer's "Recently answered" list, nothing else.
+    assert (counts["rpush"], counts["type"], counts["pexpire"]) == (1, 0, 3), counts
     member = due_member(rec.ask_id, rec.tag)
     assert await redis.zscore(store.keys.due, member) == soon
-    await _audit_outlives_the_ask(redis, store, rec)
+    await _trail_in_the_hash(redis, store, rec, 3)
     # A later timer is brought forward to the clean-up time.
     other = _record(f"{store.keys.prefix}:reply:e", ask_id="ask-2")
     far = 9_000_000_000_000
@@ -169,44 +184,44 @@ async def test_a_click_s_ending_reads_the_hash_once_and_keeps_an_earlier_timer_i
     assert at is not None and now + store.finalize_after_ms <= at < now + store.finalize_after_ms + 5_000
 
 
-async def test_every_step_of_an_ask_leaves_its_audit_list_living_at_least_as_long(
+async def test_every_step_of_an_ask_keeps_its_trail_in_its_hash(
     own: tuple[Redis, Store],
 ) -> None:
-    # The invariant the kept lifetimes rest on, through the steps that audit without setting one.
+    # The invariant the trail's lifetime rests on, through every script that audits.
     redis, store = own
     rec = _record(f"{store.keys.prefix}:reply:f")
     lease = await _posted(redis, store, rec, 9_000_000_000_000)
-    await _audit_outlives_the_ask(redis, store, rec)
+    await _trail_in_the_hash(redis, store, rec, 1)
     first = [PostedMessage(channel="C1", ts="1.1")]
     assert await store.posted(rec.tag, rec.ask_id, first, actor="c1", lease=lease) == "ok"
-    await _audit_outlives_the_ask(redis, store, rec)
+    await _trail_in_the_hash(redis, store, rec, 2)
     step = [PostedMessage(channel="C2", ts="2.2", step=1)]
     assert await store.advance(
         rec.tag, rec.ask_id, counter="step", expected=0, messages=step, event="escalated", actor="s1"
     ) == "ok"  # fmt: skip
-    await _audit_outlives_the_ask(redis, store, rec)
+    await _trail_in_the_hash(redis, store, rec, 3)
     assert await store.withdraw(rec.tag, rec.ask_id, step, actor="s1", detail="a test") == "ok"
-    await _audit_outlives_the_ask(redis, store, rec)
+    await _trail_in_the_hash(redis, store, rec, 4)
     stray = [PostedMessage(channel="C3", ts="3.3")]
     assert await store.posted(rec.tag, rec.ask_id, stray, actor="c1", stray=True, event="learned") == "ok"
-    await _audit_outlives_the_ask(redis, store, rec)
+    await _trail_in_the_hash(redis, store, rec, 5)
     assert await _answered(store, rec) == "won"
-    await _audit_outlives_the_ask(redis, store, rec)
+    await _trail_in_the_hash(redis, store, rec, 6)
     late = [PostedMessage(channel="C4", ts="4.4")]
     assert await store.posted(rec.tag, rec.ask_id, late, actor="c1", stray=True, event="learned") == "ended"
-    await _audit_outlives_the_ask(redis, store, rec)
+    await _trail_in_the_hash(redis, store, rec, 7)
     events = [e.event for e in await store.read_audit(rec.tag, rec.ask_id)]
     assert events == [
         "accepted", "posted", "escalated", "withdrawn", "learned", "answered", "learned_after_end"
     ]  # fmt: skip
 
 
-async def test_an_entry_from_outside_the_scripts_never_shortens_the_trail_of_a_long_lived_ask(
+async def test_an_entry_from_outside_the_scripts_lives_as_long_as_its_ask_or_the_retention_if_gone(
     own: tuple[Redis, Store],
 ) -> None:
-    # A person refused before any script of the ask ran (not allowed to answer): the entry keeps the
-    # list's lifetime, also for an ask that lives longer than the retention (no deadline, say), and
-    # the trail then lives as long as the ask. One script: TIME, RPUSH, nothing more.
+    # A person refused before any script of the ask ran (not allowed to answer): the entry goes into
+    # the log, so it lives as long as the ask, also one that lives longer than the retention (no
+    # deadline, say). One script: TIME, HMGET, HSET, nothing more.
     redis, store = own
     rec = _record(f"{store.keys.prefix}:reply:g")
     await store.claim_index(rec.ask_id, rec.tag, PENDING_TTL_MS)
@@ -222,8 +237,8 @@ async def test_an_entry_from_outside_the_scripts_never_shortens_the_trail_of_a_l
     await _counted(redis)
     await store.audit(rec.tag, rec.ask_id, "refused_not_allowed", by="U9", detail="not a responder")
     counts = await _counted(redis)
-    assert (counts["rpush"], counts["pexpire"], counts["pttl"]) == (1, 0, 0), counts
-    await _audit_outlives_the_ask(redis, store, rec)
+    assert (counts["hmget"], counts["hset"], counts["rpush"], counts["pexpire"]) == (1, 1, 0, 0), counts
+    await _trail_in_the_hash(redis, store, rec, 2)
     [*_, entry] = await store.read_audit(rec.tag, rec.ask_id)
     assert (entry.event, entry.by, entry.detail) == ("refused_not_allowed", "U9", "not a responder")
     # Of an ask that is gone: the entry lives for the retention.
@@ -232,11 +247,13 @@ async def test_an_entry_from_outside_the_scripts_never_shortens_the_trail_of_a_l
     await store.audit(rec.tag, rec.ask_id, "refused_not_allowed", by="U9")
     audit_ttl = await redis.pttl(k.audit)
     assert 0 < audit_ttl <= store.retention_ms
+    assert not await redis.exists(k.ask)  # no hash made up for an ask that is gone
+    assert [e.by for e in await store.read_audit(rec.tag, rec.ask_id)] == ["U9"]
 
 
 async def test_an_audit_trail_keeps_its_last_audit_max_entries(own: tuple[Redis, Store]) -> None:
-    # The cap lives in _common.lua's audit_push (bot.storage.keys.AUDIT_MAX names it): every writer,
-    # a script's entry or one from outside, trims to the newest AUDIT_MAX.
+    # The cap lives in _common.lua's log_append (bot.storage.keys.AUDIT_MAX names it): every writer,
+    # a script's entry or one from outside, trims the log to the newest AUDIT_MAX.
     redis, store = own
     rec = _record(f"{store.keys.prefix}:reply:h")
     await _posted(redis, store, rec, 9_000_000_000_000)
@@ -246,3 +263,19 @@ async def test_an_audit_trail_keeps_its_last_audit_max_entries(own: tuple[Redis,
     assert len(audit) == AUDIT_MAX
     assert [a.by for a in audit[-2:]] == [f"U{AUDIT_MAX + 1}", f"U{AUDIT_MAX + 2}"]
     assert audit[0].by == "U3"  # accepted and the first three refusals went
+    await _trail_in_the_hash(redis, store, rec, AUDIT_MAX)
+    # A script's own entry (here resolve's) trims it too, and the log stays whole lines.
+    assert await _answered(store, rec) == "won"
+    audit = await store.read_audit(rec.tag, rec.ask_id)
+    assert (len(audit), audit[0].by, audit[-1].event) == (AUDIT_MAX, "U4", "answered")
+    await _trail_in_the_hash(redis, store, rec, AUDIT_MAX)
+
+
+async def test_the_audit_list_of_a_gone_ask_is_capped_too(own: tuple[Redis, Store]) -> None:
+    redis, store = own
+    rec = _record(f"{store.keys.prefix}:reply:i")
+    for i in range(AUDIT_MAX + 2):
+        await store.audit(rec.tag, rec.ask_id, "refused_not_allowed", by=f"U{i}")
+    assert await redis.llen(store.ask_keys(rec.tag, rec.ask_id).audit) == AUDIT_MAX  # type: ignore[misc]
+    audit = await store.read_audit(rec.tag, rec.ask_id)
+    assert (audit[0].by, audit[-1].by) == ("U2", f"U{AUDIT_MAX + 1}")

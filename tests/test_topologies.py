@@ -116,7 +116,7 @@ async def _diagnose(h: Harness, env: dict[str, Any]) -> str:
     keys = Keys(h.prefix).for_ask(slot_tag(env["reply_to"]), env["ask_id"])
     try:
         record = await h.redis.hgetall(keys.ask)
-        audit = await h.redis.lrange(keys.audit, 0, -1)
+        audit = await Store(h.redis, h.prefix).read_audit(slot_tag(env["reply_to"]), env["ask_id"])
         entries = [
             i
             for i, f in await h.redis.xrange(f"{h.prefix}:asks")

@@ -29,8 +29,9 @@ Per-ask keys, all in the hash slot of the ask's ``reply_to`` (protocol section 1
 script can change the ask's state and push its result atomically, on Redis Cluster too:
 
 ==============================  ======  ===========================================================
-``P:{tag}:ask:<ask_id>``        hash    record, state, messages, withdrawn copies, votes, result, reason
-``P:{tag}:audit:<ask_id>``      list    audit trail (JSON entries, capped)
+``P:{tag}:ask:<ask_id>``        hash    record, state, messages, withdrawn copies, votes, result, reason,
+                                        ``log``: the audit trail (JSON entries a line, capped)
+``P:{tag}:audit:<ask_id>``      list    audit entries of the version before, or of a gone ask (capped)
 ``P:{tag}:cancel:<ask_id>``     hash    cancels that arrived before their ask: reply_to -> reason
 ``P:{tag}:home:<ask_id>``       set     the people whose ``P:home:wait`` holds the ask (kept first)
 ``reply_to``                    list    the agent's reply list (named by the agent)

@@ -91,25 +91,16 @@ class AskReads(StoreBase):
         )
 
     async def read_audit(self, tag: str, ask_id: str) -> list[AuditEntry]:
+        """The ask's audit trail, oldest first: its hash's ``log`` merged by time with its audit list
+        (where the version before wrote, and where an entry for an ask already gone goes)."""
         k = self.ask_keys(tag, ask_id)
-        out: list[AuditEntry] = []
-        for item in await self.redis.lrange(k.audit, 0, -1):
-            data = json.loads(item)
-            lease = str(data.get("lease") or "") or None
-            # An entry made under the replica's own lease leaves the replica out (_common.lua's
-            # audit_push): the lease, '<replica>#<token>', names it.
-            replica = str(data.get("replica") or "") or (lease.rpartition("#")[0] if lease else "") or None
-            out.append(
-                AuditEntry(
-                    at=iso_ms(int(data["at"])),
-                    event=str(data["event"]),
-                    by=str(data.get("by") or "") or None,
-                    detail=str(data.get("detail") or "") or None,
-                    replica=replica,
-                    lease=lease,
-                )
-            )
-        return out
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.lrange(k.audit, 0, -1)
+            pipe.hget(k.ask, "log")
+            listed, log = await pipe.execute()
+        lines = [*listed, *(_s(log).split("\n") if log else [])]
+        # sorted() is stable: at the same millisecond the list's entries (the older version's) first.
+        return sorted((_audit_entry(json.loads(line)) for line in lines), key=lambda e: e.at)
 
     def _status(self, loaded: LoadedAsk, *, audit: list[AuditEntry] | None, full: bool) -> AskStatus:
         rec = loaded.record
@@ -148,3 +139,18 @@ class AskReads(StoreBase):
                 break
         out.sort(key=lambda s: s.created_at)
         return out
+
+
+def _audit_entry(data: dict[str, Any]) -> AuditEntry:
+    lease = str(data.get("lease") or "") or None
+    # An entry made under the replica's own lease leaves the replica out (_common.lua's
+    # audit_entry): the lease, '<replica>#<token>', names it.
+    replica = str(data.get("replica") or "") or (lease.rpartition("#")[0] if lease else "") or None
+    return AuditEntry(
+        at=iso_ms(int(data["at"])),
+        event=str(data["event"]),
+        by=str(data.get("by") or "") or None,
+        detail=str(data.get("detail") or "") or None,
+        replica=replica,
+        lease=lease,
+    )

@@ -26,12 +26,21 @@ local function iso(ms)
     math.floor(rem / 3600), math.floor((rem % 3600) / 60), rem % 60, frac)
 end
 
--- Append one audit entry; the list is capped and lives as long as the ask. `replica` (optional): the
--- replica that made the change and the lease it held ('' when the work was not leased).
--- Empty fields are left out (readers take a missing one as empty, this version and the one before),
--- and so is `replica` when the lease is its own ('<replica>#<token>', which names it: read_audit
--- takes it from there). Trimmed only once over the cap: RPUSH answers the length, which this returns.
-local function audit_push(key, at, event, by, detail, replica, lease)
+-- AUDIT TRAIL. An ask's trail is the `log` field of its hash: one compact JSON entry a line (cjson
+-- escapes a newline inside a string, so a line is an entry), oldest first, the last AUDIT_MAX kept.
+-- It lives and dies with the ask, so it has no lifetime of its own to keep, and on the hot path an
+-- entry rides on the step's own HMGET and HSET (issue 22: no key, no RPUSH, no PEXPIRE per ask).
+-- The audit list (keys[2]) is where the version before wrote every entry; this one writes there only
+-- for an ask whose hash is gone (a refusal that comes after it expired). Readers merge the two by
+-- time (bot/storage/reads.py).
+local AUDIT_MAX = 200  -- bot.storage.keys.AUDIT_MAX
+local AUDIT_MIN_BYTES = 32  -- no entry is shorter ('{"at":<13 digits>,"event":""}' is 31)
+
+-- One entry. `replica` (optional): the replica that made the change and `lease` the lease it held
+-- ('' when the work was not leased). Empty fields are left out (readers take a missing one as
+-- empty, this version and the ones before), and so is `replica` when the lease is its own
+-- ('<replica>#<token>', which names it: read_audit takes it from there).
+local function audit_entry(at, event, by, detail, replica, lease)
   local entry = {at = at, event = event}
   if by and by ~= '' then entry.by = by end
   if detail and detail ~= '' then entry.detail = detail end
@@ -39,31 +48,33 @@ local function audit_push(key, at, event, by, detail, replica, lease)
   if replica and replica ~= '' and not (lease and string.match(lease, '^(.*)#%d+$') == replica) then
     entry.replica = replica
   end
-  local n = redis.call('RPUSH', key, cjson.encode(entry))
-  if n > 200 then  -- bot.keys.AUDIT_MAX
-    redis.call('LTRIM', key, -200, -1)
-  end
-  return n
+  return cjson.encode(entry)
 end
 
--- An audit entry that sets the list's lifetime to `ttl` (ms): where the ask's lifetime is set or
--- changes (accept, an ending), and where an entry is to outlive it (a refusal after the end).
-local function audit(key, at, event, by, detail, ttl, replica, lease)
-  audit_push(key, at, event, by, detail, replica, lease)
-  redis.call('PEXPIRE', key, ttl)
+-- The log `log` (nil: none yet) with `entry` appended, the oldest entries dropped over the cap.
+-- Lines are counted only when the log is long enough to hold more than the cap.
+local function log_append(log, entry)
+  if not log or log == '' then return entry end
+  log = log .. '\n' .. entry
+  if #log > AUDIT_MAX * AUDIT_MIN_BYTES then
+    local _, breaks = string.gsub(log, '\n', '\n')
+    for _ = AUDIT_MAX, breaks do log = string.sub(log, string.find(log, '\n', 1, true) + 1) end
+  end
+  return log
 end
 
--- An audit entry that keeps the list's lifetime (keys: {ask hash, audit list, ...}). Every step that
--- sets or changes the hash's lifetime gives the list at least the same in that step (`audit` above),
--- so the list never runs out before the hash and a later entry need not set it again: only a list
--- this entry creates takes the hash's remaining life (`fallback` ms for a hash without one, a day
--- unless given). Saves a PTTL and a PEXPIRE each (issue 22).
-local function audit_kept(keys, at, event, by, detail, replica, lease, fallback)
-  if audit_push(keys[2], at, event, by, detail, replica, lease) == 1 then
-    local ttl = redis.call('PTTL', keys[1])
-    if ttl < 0 then ttl = fallback or 86400000 end
-    redis.call('PEXPIRE', keys[2], ttl)
+-- One entry for the ask of keys {ask hash, audit list}, in a step of its own: into the hash's log
+-- (HMGET, HSET), or, when the hash is gone, onto the audit list, which then lives `ttl` ms (a day
+-- unless given) from now.
+local function audit(keys, at, event, by, detail, replica, lease, ttl)
+  local entry = audit_entry(at, event, by, detail, replica, lease)
+  local f = redis.call('HMGET', keys[1], 'state', 'log')
+  if f[1] then
+    redis.call('HSET', keys[1], 'log', log_append(f[2], entry))
+    return
   end
+  if redis.call('RPUSH', keys[2], entry) > AUDIT_MAX then redis.call('LTRIM', keys[2], -AUDIT_MAX, -1) end
+  redis.call('PEXPIRE', keys[2], ttl or 86400000)
 end
 
 -- FENCING. Work done under an intake lease carries that lease: its owner and its token, the ask's
@@ -92,9 +103,7 @@ end
 local function refused_unconfirmed(keys, now, not_after, by, detail, retention)
   local limit = tonumber(not_after or '0') or 0
   if limit <= 0 or now <= limit then return false end
-  local ttl = redis.call('PTTL', keys[1])
-  if ttl < 0 then ttl = retention end
-  audit(keys[2], now, 'refused_unconfirmed', by, detail, ttl)
+  audit(keys, now, 'refused_unconfirmed', by, detail, nil, nil, retention)
   return true
 end
 
@@ -116,11 +125,13 @@ end
 -- caller's atomic step. The only place a result is written (resolve.lua and vote.lua call it).
 -- `prefix` is the result JSON up to and including '"resolved_at":' (bot.results.result_prefix);
 -- `votes` is inserted just before resolved_at, and the Redis time closes the object.
--- keys: {ask hash, audit list, reply_to}. `tracked` (optional): the hash's {msgs, withdrawn}, when
--- the caller has read them already in this step. Returns {'won', result, msgs, undelivered, withdrawn}
--- (withdrawn: the hash's field, '' when none; the channels to leave at finalize): undelivered is
--- '' or why nothing was pushed (reply_to became a key of another type meanwhile: the bot only
--- appends to a list or a missing key, and then changes nothing about that key; protocol section 1).
+-- keys: {ask hash, audit list, reply_to}. `tracked` (optional): the hash's {msgs, withdrawn, log},
+-- when the caller has read them already in this step (log with the caller's own entries appended).
+-- Returns {'won', result, msgs, undelivered, withdrawn} (withdrawn: the hash's field, '' when none;
+-- the channels to leave at finalize): undelivered is '' or why nothing was pushed (reply_to became
+-- a key of another type meanwhile: the bot only appends to a list or a missing key, and then changes
+-- nothing about that key; protocol section 1). The push comes first and in pcall, so such a key
+-- fails it without a TYPE to ask first and before anything else is written.
 local RESOLVED_AT = '"resolved_at":'
 local function write_result(keys, now, outcome, prefix, votes, actor, retention, event, detail, replica, lease,
                             tracked)
@@ -129,21 +140,23 @@ local function write_result(keys, now, outcome, prefix, votes, actor, retention,
   end
   local head = string.sub(prefix, 1, #prefix - #RESOLVED_AT)
   local result = head .. '"votes":' .. votes .. ',' .. RESOLVED_AT .. '"' .. iso(now) .. '"}'
-  redis.call('HSET', keys[1], 'state', 'ended', 'outcome', outcome, 'result', result,
-    'by', actor, 'resolved_ms', now, 'finalized', 0)
-  redis.call('PEXPIRE', keys[1], retention)
+  tracked = tracked or redis.call('HMGET', keys[1], 'msgs', 'withdrawn', 'log')
+  local log = log_append(tracked[3], audit_entry(now, event, actor, detail, replica, lease))
+  local fields = {'state', 'ended', 'outcome', outcome, 'result', result, 'by', actor, 'resolved_ms', now,
+    'finalized', 0}
   local undelivered = ''
-  local kind = redis.call('TYPE', keys[3]).ok
-  if kind == 'list' or kind == 'none' then
-    redis.call('RPUSH', keys[3], result)
-    redis.call('PEXPIRE', keys[3], retention)
-  else
+  local pushed = redis.pcall('RPUSH', keys[3], result)
+  if type(pushed) == 'table' and pushed.err then
+    local kind = redis.call('TYPE', keys[3]).ok
     undelivered = 'reply_to ' .. keys[3] .. ' is a ' .. kind .. ', not a list: nothing was pushed'
-    redis.call('HSET', keys[1], 'undelivered', undelivered)
+    table.insert(fields, 'undelivered'); table.insert(fields, undelivered)
+    log = log_append(log, audit_entry(now, 'not_pushed', '', undelivered))
+  else
+    redis.call('PEXPIRE', keys[3], retention)
   end
-  audit(keys[2], now, event, actor, detail, retention, replica, lease)
-  if undelivered ~= '' then audit(keys[2], now, 'not_pushed', '', undelivered, retention) end
-  tracked = tracked or redis.call('HMGET', keys[1], 'msgs', 'withdrawn')
+  table.insert(fields, 'log'); table.insert(fields, log)
+  redis.call('HSET', keys[1], unpack(fields))
+  redis.call('PEXPIRE', keys[1], retention)
   return {'won', result, tracked[1], undelivered, tracked[2] or ''}
 end
 

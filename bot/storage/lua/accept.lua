@@ -59,8 +59,7 @@ if state then
     -- replica froze or died before it read Slack's answer): that copy is the ask's post, and it is
     -- not made again. The earlier lease stays the current one (so its late record still lands).
     redis.call('HSET', KEYS[1], 'state', 'posted', 'lease_until', 0)
-    audit(KEYS[2], now, 'adopted', ARGV[3], 'the copy an earlier delivery posted carries the ask',
-      tonumber(ARGV[5]), ARGV[3], '')
+    audit(KEYS, now, 'adopted', ARGV[3], 'the copy an earlier delivery posted carries the ask', ARGV[3], '')
     return {'posted', 'adopted'}
   end
   local tries = redis.call('HINCRBY', KEYS[1], 'tries', 1)
@@ -71,20 +70,19 @@ if state then
   local cancelled = redis.call('HGET', KEYS[3], KEYS[4])
   if cancelled then
     redis.call('HSET', KEYS[1], 'lease_until', 0)
-    audit(KEYS[2], now, 'taken_over', ARGV[3], 'delivery attempt ' .. tries .. ', cancelled first',
-      tonumber(ARGV[5]), ARGV[3], ARGV[3] .. '#' .. tries)
+    audit(KEYS, now, 'taken_over', ARGV[3], 'delivery attempt ' .. tries .. ', cancelled first', ARGV[3],
+      ARGV[3] .. '#' .. tries)
     return {'cancel', cancelled, '', tostring(tries)}
   end
   local deadline = tonumber(redis.call('HGET', KEYS[1], 'deadline_ms') or '0') or 0
   if deadline > 0 and now >= deadline then
     -- The holder before froze or died past the deadline: the ask times out under this new lease
     -- (which fences the old holder out), it is not posted late.
-    audit(KEYS[2], now, 'taken_over', ARGV[3], 'delivery attempt ' .. tries .. ', past its deadline',
-      tonumber(ARGV[5]), ARGV[3], ARGV[3] .. '#' .. tries)
+    audit(KEYS, now, 'taken_over', ARGV[3], 'delivery attempt ' .. tries .. ', past its deadline', ARGV[3],
+      ARGV[3] .. '#' .. tries)
     return {'expired', 'taken over after its deadline', '', tostring(tries)}
   end
-  audit(KEYS[2], now, 'taken_over', ARGV[3], 'delivery attempt ' .. tries, tonumber(ARGV[5]),
-    ARGV[3], ARGV[3] .. '#' .. tries)
+  audit(KEYS, now, 'taken_over', ARGV[3], 'delivery attempt ' .. tries, ARGV[3], ARGV[3] .. '#' .. tries)
   return {'post', tostring(tries), '', tostring(tries)}
 end
 -- The bot only ever appends to a list or a missing key (protocol section 1).
@@ -94,21 +92,20 @@ if kind ~= 'list' and kind ~= 'none' then
   local retention = tonumber(ARGV[7])
   redis.call('HSET', KEYS[1], 'rec', ARGV[1], 'state', 'ended', 'outcome', 'error', 'deadline_ms', ARGV[2],
     'msgs', '[]', 'entry', ARGV[6], 'finalized', 1,
-    'resolved_ms', now, 'undelivered', why)
+    'resolved_ms', now, 'undelivered', why, 'log', audit_entry(now, 'refused_reply_to', ARGV[3], why))
   redis.call('PEXPIRE', KEYS[1], retention)
-  audit(KEYS[2], now, 'refused_reply_to', ARGV[3], why, retention)
   return {'refused', kind}
 end
 local ttl = tonumber(ARGV[5])
 local fields = {'rec', ARGV[1], 'state', 'accepted', 'deadline_ms', ARGV[2], 'owner', ARGV[3],
-  'lease_until', now + tonumber(ARGV[4]), 'tries', 1, 'msgs', '[]', 'entry', ARGV[6]}
+  'lease_until', now + tonumber(ARGV[4]), 'tries', 1, 'msgs', '[]', 'entry', ARGV[6],
+  'log', audit_entry(now, 'accepted', ARGV[3], '', ARGV[3], ARGV[3] .. '#1')}
 if ARGV[8] ~= '0' then
   table.insert(fields, 'step'); table.insert(fields, 0)
   table.insert(fields, 'reminders'); table.insert(fields, 0)
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('PEXPIRE', KEYS[1], ttl)
-audit(KEYS[2], now, 'accepted', ARGV[3], '', ttl, ARGV[3], ARGV[3] .. '#1')
 -- Only a cancel from the ask's own reply_to counts (cancel.lua keys the tombstone by it).
 local reason = redis.call('HGET', KEYS[3], KEYS[4])
 -- Ending at once (cancelled first, or read after its deadline): nothing will be posted, so no

@@ -5,7 +5,7 @@
 -- messages to record (may be '[]'), ARGV[4] event, ARGV[5] actor, ARGV[6] detail
 -- Returns {'ok'} | {'ended'} | {'moved', current} | {'missing'}
 local now = now_ms()
-local f = redis.call('HMGET', KEYS[1], 'state', ARGV[1], 'msgs', 'withdrawn')
+local f = redis.call('HMGET', KEYS[1], 'state', ARGV[1], 'msgs', 'withdrawn', 'log')
 if not f[1] then return {'missing'} end
 local new = cjson.decode(ARGV[3])
 local counted = tostring(f[2] or '0')  -- a counter never written reads as 0 (accept.lua)
@@ -15,7 +15,7 @@ if f[1] ~= 'ended' and counted ~= ARGV[2] then
   -- that delete finds no message of the ask to dismiss it with.
   if #new > 0 then
     withdraw(KEYS[1], new)
-    audit_kept(KEYS, now, 'withdrawn', ARGV[5], 'a copy of step ' .. (tonumber(ARGV[2]) + 1) ..
+    audit(KEYS, now, 'withdrawn', ARGV[5], 'a copy of step ' .. (tonumber(ARGV[2]) + 1) ..
       ' another sweeper posted first')
   end
   return {'moved', counted}
@@ -35,6 +35,6 @@ if f[1] == 'ended' then
   if #new > 0 then redis.call('HSET', KEYS[1], 'finalized', 0) end
   return {'ended'}
 end
-redis.call('HSET', KEYS[1], ARGV[1], tonumber(ARGV[2]) + 1)
-audit_kept(KEYS, now, ARGV[4], ARGV[5], ARGV[6])
+redis.call('HSET', KEYS[1], ARGV[1], tonumber(ARGV[2]) + 1,
+  'log', log_append(f[5], audit_entry(now, ARGV[4], ARGV[5], ARGV[6])))
 return {'ok'}

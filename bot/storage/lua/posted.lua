@@ -23,7 +23,7 @@ local function track()
   end
 end
 -- One read for the record and the lease (stale_lease below).
-local f = redis.call('HMGET', KEYS[1], 'state', 'msgs', 'withdrawn', 'owner', 'tries', 'lease_until')
+local f = redis.call('HMGET', KEYS[1], 'state', 'msgs', 'withdrawn', 'owner', 'tries', 'lease_until', 'log')
 local state = f[1]
 if not state then return {'missing', ''} end
 local msgs = cjson.decode(f[2])
@@ -53,9 +53,8 @@ local lease = ''
 if (ARGV[8] or '') ~= '' then lease = ARGV[7] .. '#' .. ARGV[8] end
 local holder = nil
 if ARGV[6] ~= '1' then holder = stale_lease(KEYS[1], now, ARGV[7], ARGV[8], {f[4], f[5], f[6]}) end
--- The audit list keeps the ask's lifetime (audit_kept): a record does not change the ask's.
 if holder then
-  audit_kept(KEYS, now, 'refused_stale', ARGV[1], ARGV[3] .. ' under lease ' .. lease .. ', now ' .. holder,
+  audit(KEYS, now, 'refused_stale', ARGV[1], ARGV[3] .. ' under lease ' .. lease .. ', now ' .. holder,
     ARGV[1], lease)
   return {'stale', holder, state}
 end
@@ -78,9 +77,11 @@ elseif ARGV[6] ~= '1' and state == 'accepted' then
   also('state', 'posted')
   also('lease_until', 0)
 end
+local event = ARGV[3]
+if state == 'ended' then event = ARGV[3] .. '_after_end' end
+also('log', log_append(f[7], audit_entry(now, event, ARGV[1], ARGV[5], ARGV[1], lease)))
 redis.call('HSET', KEYS[1], unpack(fields))
 if state == 'ended' then
-  audit_kept(KEYS, now, ARGV[3] .. '_after_end', ARGV[1], ARGV[5], ARGV[1], lease)
   if KEYS[3] then
     track()
     redis.call('ZADD', KEYS[3], now + tonumber(ARGV[10]), ARGV[9])  -- its redraw, by a sweep if need be
@@ -88,5 +89,4 @@ if state == 'ended' then
   return {'ended', ''}
 end
 if KEYS[3] then track() end
-audit_kept(KEYS, now, ARGV[3], ARGV[1], ARGV[5], ARGV[1], lease)
 return {'ok', state}

@@ -23,7 +23,7 @@
 --       | {'expired', not_after} (a person's act that arrived after the bot gave up on it)
 local now = now_ms()
 -- One read for the decision and for the won reply (write_result's `tracked`).
-local f = redis.call('HMGET', KEYS[1], 'state', 'deadline_ms', 'outcome', 'votes', 'msgs', 'withdrawn')
+local f = redis.call('HMGET', KEYS[1], 'state', 'deadline_ms', 'outcome', 'votes', 'msgs', 'withdrawn', 'log')
 local state = f[1]
 if not state then return {'missing'} end
 local replica = ARGV[14] or ''
@@ -31,8 +31,8 @@ local lease = ''
 if (ARGV[13] or '') ~= '' then lease = ARGV[12] .. '#' .. ARGV[13] end
 local holder = stale_lease(KEYS[1], now, ARGV[12], ARGV[13])
 if holder then
-  audit(KEYS[2], now, 'refused_stale', ARGV[3], ARGV[6] .. ' under lease ' .. lease .. ', now ' .. holder,
-    tonumber(ARGV[4]), replica, lease)
+  audit(KEYS, now, 'refused_stale', ARGV[3], ARGV[6] .. ' under lease ' .. lease .. ', now ' .. holder,
+    replica, lease)
   return {'stale', holder}
 end
 if refused_unconfirmed(KEYS, now, ARGV[15], ARGV[3], ARGV[6], tonumber(ARGV[4])) then
@@ -41,17 +41,17 @@ end
 -- Intake ends it without posting: no delivery in flight holds back the clean-up (finalize.lua).
 if ARGV[10] == '1' then redis.call('HSET', KEYS[1], 'lease_until', 0) end
 if state == 'ended' then
-  audit(KEYS[2], now, 'refused_ended', ARGV[3], ARGV[6], tonumber(ARGV[4]), replica, lease)
+  audit(KEYS, now, 'refused_ended', ARGV[3], ARGV[6], replica, lease)
   return {'ended', f[3]}
 end
 if ARGV[8] ~= '' and state ~= ARGV[8] then return {'moved', state} end
 local deadline = tonumber(f[2] or '0')
 if ARGV[5] == '1' and deadline > 0 and now >= deadline then
-  audit(KEYS[2], now, 'refused_late', ARGV[3], ARGV[6], tonumber(ARGV[4]) + 86400000, replica, lease)
+  audit(KEYS, now, 'refused_late', ARGV[3], ARGV[6], replica, lease)
   return {'late', tostring(deadline)}
 end
 local out = write_result(KEYS, now, ARGV[1], ARGV[2], votes_json(f[4], ARGV[9] or 'null'), ARGV[3],
-  tonumber(ARGV[4]), ARGV[6], ARGV[7], replica, lease, {f[5], f[6]})
+  tonumber(ARGV[4]), ARGV[6], ARGV[7], replica, lease, {f[5], f[6], f[7]})
 if out[1] == 'won' then
   if (ARGV[11] or '') ~= '' then redis.call('HSET', KEYS[1], 'reason', ARGV[11]) end
   if KEYS[4] then clean_up_timer(KEYS[4], now + tonumber(ARGV[16]), ARGV[17]) end

@@ -15,7 +15,7 @@
 -- Returns {'won', result, msgs} | {'counted', votes} | {'same', votes} | {'ended', outcome}
 --       | {'late', deadline} | {'missing'} | {'expired', not_after}   (votes: the result-form votes JSON)
 local now = now_ms()
-local f = redis.call('HMGET', KEYS[1], 'state', 'deadline_ms', 'outcome', 'votes', 'msgs', 'withdrawn')
+local f = redis.call('HMGET', KEYS[1], 'state', 'deadline_ms', 'outcome', 'votes', 'msgs', 'withdrawn', 'log')
 local state = f[1]
 if not state then return {'missing'} end
 if refused_unconfirmed(KEYS, now, ARGV[9], ARGV[1], 'vote for option ' .. ARGV[3], tonumber(ARGV[7])) then
@@ -25,12 +25,12 @@ local retention = tonumber(ARGV[7])
 local option = tonumber(ARGV[3])
 local detail = 'option ' .. ARGV[3]
 if state == 'ended' then
-  audit(KEYS[2], now, 'refused_ended', ARGV[1], 'vote for ' .. detail, retention)
+  audit(KEYS, now, 'refused_ended', ARGV[1], 'vote for ' .. detail)
   return {'ended', f[3]}
 end
 local deadline = tonumber(f[2] or '0')
 if deadline > 0 and now >= deadline then
-  audit(KEYS[2], now, 'refused_late', ARGV[1], 'vote for ' .. detail, retention + 86400000)
+  audit(KEYS, now, 'refused_late', ARGV[1], 'vote for ' .. detail)
   return {'late', tostring(deadline)}
 end
 local votes = {}
@@ -47,7 +47,6 @@ for _, v in ipairs(votes) do
 end
 table.insert(kept, {id = ARGV[1], user = ARGV[2], s = option, at = iso(now)})
 local stored = cjson.encode(kept)
-redis.call('HSET', KEYS[1], 'votes', stored)
 local n = 0
 for _, v in ipairs(kept) do
   if v.s == option then n = n + 1 end
@@ -57,12 +56,14 @@ if changed then event = 'vote_changed' end
 if ARGV[5] == '1' or n >= tonumber(ARGV[4]) then
   local ending = 'approved'
   if ARGV[5] == '1' then ending = 'vetoed' end
-  -- write_result then gives the list the ended ask's lifetime.
-  audit_push(KEYS[2], now, event, ARGV[1], detail)
+  -- The vote's own entry, then write_result's ending entry, in write_result's one HSET.
+  local log = log_append(f[7], audit_entry(now, event, ARGV[1], detail))
+  redis.call('HSET', KEYS[1], 'votes', stored)
   local out = write_result(KEYS, now, 'answered', ARGV[6], votes_json(stored, '[]'), ARGV[1], retention,
-    ending, detail .. ' has ' .. n .. ' of ' .. ARGV[4], ARGV[8] or '', '', {f[5], f[6]})
+    ending, detail .. ' has ' .. n .. ' of ' .. ARGV[4], ARGV[8] or '', '', {f[5], f[6], log})
   if out[1] == 'won' and KEYS[4] then clean_up_timer(KEYS[4], now + tonumber(ARGV[10]), ARGV[11]) end
   return out
 end
-audit_kept(KEYS, now, event, ARGV[1], detail .. ' has ' .. n .. ' of ' .. ARGV[4], nil, nil, retention)
+redis.call('HSET', KEYS[1], 'votes', stored,
+  'log', log_append(f[7], audit_entry(now, event, ARGV[1], detail .. ' has ' .. n .. ' of ' .. ARGV[4])))
 return {'counted', votes_json(stored, '[]')}

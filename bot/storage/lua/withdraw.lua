@@ -31,5 +31,5 @@ if state == 'ended' then
   redis.call('HSET', KEYS[1], 'finalized', 0)
   if KEYS[3] then clean_up_timer(KEYS[3], now + tonumber(ARGV[4]), ARGV[5]) end
 end
-audit_kept(KEYS, now, 'withdrawn', ARGV[2], ARGV[3])
+audit(KEYS, now, 'withdrawn', ARGV[2], ARGV[3])
 return {'ok', state}
