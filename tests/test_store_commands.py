@@ -87,8 +87,40 @@ async def test_a_new_ask_s_claim_and_duplicate_check_read_no_clock_and_no_index(
     assert await store.claim_index_state(rec.ask_id, rec.tag, PENDING_TTL_MS) == (rec.tag, None)
     counts = await _counted(redis)
     assert (counts["time"], counts["hmget"], counts["set"], counts["get"]) == (0, 1, 1, 0), counts
+    assert counts.total() == 2, counts  # no script around them
     assert await redis.get(store.keys.index(rec.ask_id)) == rec.tag.encode()
     assert 0 < await redis.pttl(store.keys.index(rec.ask_id)) <= PENDING_TTL_MS
+
+
+async def test_a_duplicate_of_an_ask_in_flight_reads_the_clock_and_the_index_in_one_more_trip(
+    own: tuple[Redis, Store],
+) -> None:
+    # The rare second trip: the claim found the index held (GET) and a lease is set (TIME).
+    redis, store = own
+    rec = _record(f"{store.keys.prefix}:reply:a2")
+    await _posted(redis, store, rec, 9_000_000_000_000)  # accepted, its 30 s lease live
+    await _counted(redis)
+    assert await store.claim_index_state(rec.ask_id, rec.tag, PENDING_TTL_MS) == (rec.tag, "in_flight")
+    counts = await _counted(redis)
+    assert (counts["hmget"], counts["set"], counts["get"], counts["time"]) == (1, 1, 1, 1), counts
+    # The lease run out: no longer in flight (accept may take it over).
+    await redis.hset(store.ask_keys(rec.tag, rec.ask_id).ask, "lease_until", 1)  # type: ignore[misc]
+    assert await store.claim_index_state(rec.ask_id, rec.tag, PENDING_TTL_MS) == (rec.tag, "accepted")
+
+
+async def test_a_click_s_look_is_the_clock_then_the_hash_and_nothing_more(own: tuple[Redis, Store]) -> None:
+    redis, store = own
+    rec = _record(f"{store.keys.prefix}:reply:a3")
+    await _posted(redis, store, rec, 9_000_000_000_000)
+    before = await store.server_time_ms()
+    await _counted(redis)
+    loaded, at = await store.look(rec.tag, rec.ask_id)
+    counts = await _counted(redis)
+    assert counts == {"time": 1, "hgetall": 1}, counts
+    assert loaded is not None and loaded.record == rec and loaded.state == "accepted"
+    assert before <= at <= await store.server_time_ms()
+    missing, _ = await store.look(rec.tag, "no-such-ask")
+    assert missing is None
 
 
 @pytest.mark.parametrize("cluster", [False, True])

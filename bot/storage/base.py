@@ -31,7 +31,12 @@ FINALIZE_AFTER_MS = 15_000
 
 async def server_time_ms(redis: Redis) -> int:
     """Redis's clock in ms: what deadlines, leases and stream entry ids are measured by."""
-    seconds, micros = await redis.time()
+    return time_ms(await redis.time())
+
+
+def time_ms(reply: Any) -> int:
+    """``TIME``'s reply (seconds, microseconds) in ms, as the scripts' ``now_ms`` reads it."""
+    seconds, micros = reply
     return int(seconds) * 1000 + int(micros) // 1000
 
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from bot.errors import NotReplicatedError
 from bot.model import AskRecord, PostedMessage
 from bot.results import parse_result
-from bot.storage.base import Step
+from bot.storage.base import Step, time_ms
 from bot.storage.finishing import Finishing
 from bot.storage.home_index import HomeIndex
 from bot.storage.keys import due_member
@@ -77,10 +77,26 @@ class Store(AskReads, Finishing, HomeIndex):
         ask = self.ask_keys(tag, ask_id).ask
         current: Any
         if not self._cluster:
-            # One script: the claim, and the index's value only when the claim found another's.
-            [(state, live, current)] = await self._run(
-                [self._script("ask_state", [ask, index], [tag, ttl_ms])], confirm=False
+            # One pipeline, two commands (no script: issue 22): the record's state and the claim. Only
+            # a claim that found the index held reads its value, and only a lease that is set needs
+            # the clock (a new ask has none, a posted one 0): both a duplicate's rare second trip.
+            # Not atomic, and need not be: accept.lua decides; this only spares a duplicate a token.
+            (state, lease_until), claimed = await self._run(
+                [
+                    lambda pipe: pipe.hmget(ask, ["state", "lease_until"]),
+                    lambda pipe: pipe.set(index, tag, nx=True, px=ttl_ms),
+                ],
+                confirm=False,
             )
+            until_ms = int(_s(lease_until) or 0) if lease_until else 0
+            more: list[Step] = []
+            if not claimed:
+                more.append(lambda pipe: pipe.get(index))
+            if until_ms > 0:
+                more.append(lambda pipe: pipe.time())
+            replies = await self._run(more, confirm=False) if more else []
+            current = replies[0] if not claimed else tag
+            live = int(until_ms > 0 and until_ms > time_ms(replies[-1]))
         else:
             _, current, (state, live) = await self._run(
                 [
