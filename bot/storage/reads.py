@@ -1,5 +1,5 @@
 """Reads of ask records, with no state change: one ask (by its keys, or its id alone through the id
-index), many at once, with the Redis time of the read (``look.lua``), and the operators' views of
+index), many at once, with the Redis time of the read (``look``), and the operators' views of
 them (status, audit trail, the pending asks)."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class AskReads(StoreBase):
         return self._loaded(k.ask, await self.redis.hgetall(k.ask))
 
     async def look(self, tag: str, ask_id: str, *, confirm: bool = False) -> tuple[LoadedAsk | None, int]:
-        """``load``, with the Redis time it was read at (one step on the ask's node: ``look.lua``).
+        """``load``, with the Redis time it was read at (never later than the read).
         That time anchors a person's act (``bot.engine.acts``). ``confirm``: what it shows is held by
         ``min_replicas`` replicas (else ``NotReplicatedError``), an act's own unconfirmed write too."""
         k = self.ask_keys(tag, ask_id)
