@@ -148,8 +148,10 @@ local function write_result(keys, now, outcome, prefix, votes, actor, retention,
   local pushed = redis.pcall('RPUSH', keys[3], result)
   if type(pushed) == 'table' and pushed.err then
     -- Only a key of another type is the agent's to fix; any other refusal (out of memory, a read-only
-    -- replica) fails the step as redis.call would, with nothing written.
-    if not string.find(pushed.err, 'WRONGTYPE', 1, true) then error(pushed) end
+    -- replica) fails the step as redis.call would, with nothing written. (tostring: fakeredis's Lua
+    -- gives the message as userdata.)
+    local err = tostring(pushed.err)
+    if not string.find(err, 'WRONGTYPE', 1, true) then return redis.error_reply(err) end
     local kind = redis.call('TYPE', keys[3]).ok
     undelivered = 'reply_to ' .. keys[3] .. ' is a ' .. kind .. ', not a list: nothing was pushed'
     table.insert(fields, 'undelivered'); table.insert(fields, undelivered)
