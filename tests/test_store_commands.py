@@ -22,6 +22,8 @@ from bot.storage.keys import AUDIT_MAX, due_member, slot_tag
 from bot.storage.store import Lease, Resolution, Store
 from tests.redis_procs import private_redis
 from tests.test_store import _prefix_json, _record
+from tests.test_store_votes import _record as _approval
+from tests.test_store_votes import _vote
 
 PENDING_TTL_MS = 120_000
 
@@ -311,3 +313,26 @@ async def test_the_audit_list_of_a_gone_ask_is_capped_too(own: tuple[Redis, Stor
     assert await redis.llen(store.ask_keys(rec.tag, rec.ask_id).audit) == AUDIT_MAX  # type: ignore[misc]
     audit = await store.read_audit(rec.tag, rec.ask_id)
     assert (audit[0].by, audit[-1].by) == ("U2", f"U{AUDIT_MAX + 1}")
+
+
+async def test_a_vote_reads_the_hash_once_and_writes_it_once_whether_it_decides_or_not(
+    own: tuple[Redis, Store],
+) -> None:
+    # The counted vote: its votes and its audit entry in one HSET. The deciding vote: its votes, its
+    # own entry, the result and the ending's entry in write_result's one HSET.
+    redis, store = own
+    rec = _approval(f"{store.keys.prefix}:reply:v")
+    await _posted(redis, store, rec, 9_000_000_000_000)
+    await _counted(redis)
+    assert (await store.vote(_vote(rec, "UANN", 0))).verdict == "counted"
+    counts = await _counted(redis)
+    assert (counts["hmget"], counts["hset"]) == (1, 1), counts
+    assert (await store.vote(_vote(rec, "UBOB", 0))).verdict == "won"
+    counts = await _counted(redis)
+    assert (counts["hmget"], counts["hset"]) == (1, 1), counts
+    loaded = await store.load(rec.tag, rec.ask_id)
+    assert loaded is not None and loaded.state == "ended"
+    assert [v.user.id for v in loaded.votes or []] == ["UANN", "UBOB"]
+    events = [e.event for e in await store.read_audit(rec.tag, rec.ask_id)]
+    assert events == ["accepted", "voted", "voted", "approved"]
+    await _trail_in_the_hash(redis, store, rec, 4)

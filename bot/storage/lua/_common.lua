@@ -126,7 +126,8 @@ end
 -- `prefix` is the result JSON up to and including '"resolved_at":' (bot.results.result_prefix);
 -- `votes` is inserted just before resolved_at, and the Redis time closes the object.
 -- keys: {ask hash, audit list, reply_to}. `tracked` (optional): the hash's {msgs, withdrawn, log},
--- when the caller has read them already in this step (log with the caller's own entries appended).
+-- when the caller has read them already in this step (log with the caller's own entries appended),
+-- and a 4th: the ask's new `votes`, written in the same HSET (vote.lua's deciding vote).
 -- Returns {'won', result, msgs, undelivered, withdrawn} (withdrawn: the hash's field, '' when none;
 -- the channels to leave at finalize): undelivered is '' or why nothing was pushed (reply_to became
 -- a key of another type meanwhile: the bot only appends to a list or a missing key, and then changes
@@ -160,6 +161,7 @@ local function write_result(keys, now, outcome, prefix, votes, actor, retention,
     redis.call('PEXPIRE', keys[3], retention)
   end
   table.insert(fields, 'log'); table.insert(fields, log)
+  if tracked[4] then table.insert(fields, 'votes'); table.insert(fields, tracked[4]) end
   redis.call('HSET', keys[1], unpack(fields))
   redis.call('PEXPIRE', keys[1], retention)
   return {'won', result, tracked[1], undelivered, tracked[2] or ''}

@@ -56,11 +56,10 @@ if changed then event = 'vote_changed' end
 if ARGV[5] == '1' or n >= tonumber(ARGV[4]) then
   local ending = 'approved'
   if ARGV[5] == '1' then ending = 'vetoed' end
-  -- The vote's own entry, then write_result's ending entry, in write_result's one HSET.
+  -- The votes, the vote's own entry and write_result's ending entry, all in write_result's one HSET.
   local log = log_append(f[7], audit_entry(now, event, ARGV[1], detail))
-  redis.call('HSET', KEYS[1], 'votes', stored)
   local out = write_result(KEYS, now, 'answered', ARGV[6], votes_json(stored, '[]'), ARGV[1], retention,
-    ending, detail .. ' has ' .. n .. ' of ' .. ARGV[4], ARGV[8] or '', '', {f[5], f[6], log})
+    ending, detail .. ' has ' .. n .. ' of ' .. ARGV[4], ARGV[8] or '', '', {f[5], f[6], log, stored})
   if out[1] == 'won' and KEYS[4] then clean_up_timer(KEYS[4], now + tonumber(ARGV[10]), ARGV[11]) end
   return out
 end
