@@ -336,3 +336,17 @@ async def test_a_vote_reads_the_hash_once_and_writes_it_once_whether_it_decides_
     events = [e.event for e in await store.read_audit(rec.tag, rec.ask_id)]
     assert events == ["accepted", "voted", "voted", "approved"]
     await _trail_in_the_hash(redis, store, rec, 4)
+
+
+async def test_a_refused_ending_audits_from_the_script_s_one_read(own: tuple[Redis, Store]) -> None:
+    # resolve.lua's refusals (here: the ask ended already) write their audit entry from the HMGET the
+    # decision made, with no second read of the hash.
+    redis, store = own
+    rec = _record(f"{store.keys.prefix}:reply:r")
+    await _posted(redis, store, rec, 9_000_000_000_000)
+    assert await _answered(store, rec) == "won"
+    await _counted(redis)
+    assert await _answered(store, rec) == "ended"
+    counts = await _counted(redis)
+    assert (counts["hmget"], counts["hset"], counts["rpush"]) == (1, 1, 0), counts
+    assert [e.event for e in await store.read_audit(rec.tag, rec.ask_id)][-1] == "refused_ended"

@@ -103,10 +103,10 @@ class AskReads(StoreBase):
         """The ask's audit trail, oldest first: its hash's ``log`` merged by time with its audit list
         (where the version before wrote, and where an entry for an ask already gone goes)."""
         k = self.ask_keys(tag, ask_id)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.lrange(k.audit, 0, -1)
-            pipe.hget(k.ask, "log")
-            listed, log = await pipe.execute()
+        listed, log = await self._run(
+            [lambda pipe: pipe.lrange(k.audit, 0, -1), lambda pipe: pipe.hget(k.ask, "log")],
+            confirm=False,
+        )
         lines = [*listed, *(_s(log).split("\n") if log else [])]
         # sorted() is stable: at the same millisecond the list's entries (the older version's) first.
         return sorted((_audit_entry(json.loads(line)) for line in lines), key=lambda e: e.at)

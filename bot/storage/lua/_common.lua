@@ -65,10 +65,11 @@ end
 
 -- One entry for the ask of keys {ask hash, audit list}, in a step of its own: into the hash's log
 -- (HMGET, HSET), or, when the hash is gone, onto the audit list, which then lives `ttl` ms (a day
--- unless given) from now.
-local function audit(keys, at, event, by, detail, replica, lease, ttl)
+-- unless given) from now. `read` (optional): the hash's {state, log}, when the caller has read them
+-- already in this step (then only the HSET).
+local function audit(keys, at, event, by, detail, replica, lease, ttl, read)
   local entry = audit_entry(at, event, by, detail, replica, lease)
-  local f = redis.call('HMGET', keys[1], 'state', 'log')
+  local f = read or redis.call('HMGET', keys[1], 'state', 'log')
   if f[1] then
     redis.call('HSET', keys[1], 'log', log_append(f[2], entry))
     return
@@ -100,10 +101,10 @@ end
 -- nothing: by then the bot has given up waiting for it, and tells that person whether it counted
 -- only from a look made after that time (bot/engine/acts.py). Audited (for as long as the ask
 -- lives); true when refused.
-local function refused_unconfirmed(keys, now, not_after, by, detail, retention)
+local function refused_unconfirmed(keys, now, not_after, by, detail, retention, read)
   local limit = tonumber(not_after or '0') or 0
   if limit <= 0 or now <= limit then return false end
-  audit(keys, now, 'refused_unconfirmed', by, detail, nil, nil, retention)
+  audit(keys, now, 'refused_unconfirmed', by, detail, nil, nil, retention, read)
   return true
 end
 
@@ -125,9 +126,9 @@ end
 -- caller's atomic step. The only place a result is written (resolve.lua and vote.lua call it).
 -- `prefix` is the result JSON up to and including '"resolved_at":' (bot.results.result_prefix);
 -- `votes` is inserted just before resolved_at, and the Redis time closes the object.
--- keys: {ask hash, audit list, reply_to}. `tracked` (optional): the hash's {msgs, withdrawn, log},
--- when the caller has read them already in this step (log with the caller's own entries appended),
--- and a 4th: the ask's new `votes`, written in the same HSET (vote.lua's deciding vote).
+-- keys: {ask hash, audit list, reply_to}. `tracked`: the hash's {msgs, withdrawn, log} as the caller
+-- read them in this step (log with the caller's own entries appended), and a 4th (optional): the
+-- ask's new `votes`, written in the same HSET (vote.lua's deciding vote).
 -- Returns {'won', result, msgs, undelivered, withdrawn} (withdrawn: the hash's field, '' when none;
 -- the channels to leave at finalize): undelivered is '' or why nothing was pushed (reply_to became
 -- a key of another type meanwhile: the bot only appends to a list or a missing key, and then changes
@@ -141,7 +142,6 @@ local function write_result(keys, now, outcome, prefix, votes, actor, retention,
   end
   local head = string.sub(prefix, 1, #prefix - #RESOLVED_AT)
   local result = head .. '"votes":' .. votes .. ',' .. RESOLVED_AT .. '"' .. iso(now) .. '"}'
-  tracked = tracked or redis.call('HMGET', keys[1], 'msgs', 'withdrawn', 'log')
   local log = log_append(tracked[3], audit_entry(now, event, actor, detail, replica, lease))
   local fields = {'state', 'ended', 'outcome', outcome, 'result', result, 'by', actor, 'resolved_ms', now,
     'finalized', 0}

@@ -16,7 +16,7 @@ if f[1] ~= 'ended' and counted ~= ARGV[2] then
   if #new > 0 then
     withdraw(KEYS[1], new)
     audit(KEYS, now, 'withdrawn', ARGV[5], 'a copy of step ' .. (tonumber(ARGV[2]) + 1) ..
-      ' another sweeper posted first')
+      ' another sweeper posted first', nil, nil, nil, {f[1], f[5]})
   end
   return {'moved', counted}
 end

@@ -55,7 +55,7 @@ local holder = nil
 if ARGV[6] ~= '1' then holder = stale_lease(KEYS[1], now, ARGV[7], ARGV[8], {f[4], f[5], f[6]}) end
 if holder then
   audit(KEYS, now, 'refused_stale', ARGV[1], ARGV[3] .. ' under lease ' .. lease .. ', now ' .. holder,
-    ARGV[1], lease)
+    ARGV[1], lease, nil, {state, f[7]})
   return {'stale', holder, state}
 end
 -- One HSET for every field this record changes. cjson encodes an empty table as {}; msgs is never

@@ -22,32 +22,33 @@
 --       | {'stale', holder} (fenced: the lease is no longer the current one; nothing changed)
 --       | {'expired', not_after} (a person's act that arrived after the bot gave up on it)
 local now = now_ms()
--- One read for the decision and for the won reply (write_result's `tracked`).
+-- One read for the decision, the refusals' audit entries and the won reply (write_result's `tracked`).
 local f = redis.call('HMGET', KEYS[1], 'state', 'deadline_ms', 'outcome', 'votes', 'msgs', 'withdrawn', 'log')
 local state = f[1]
 if not state then return {'missing'} end
+local read = {state, f[7]}
 local replica = ARGV[14] or ''
 local lease = ''
 if (ARGV[13] or '') ~= '' then lease = ARGV[12] .. '#' .. ARGV[13] end
 local holder = stale_lease(KEYS[1], now, ARGV[12], ARGV[13])
 if holder then
   audit(KEYS, now, 'refused_stale', ARGV[3], ARGV[6] .. ' under lease ' .. lease .. ', now ' .. holder,
-    replica, lease)
+    replica, lease, nil, read)
   return {'stale', holder}
 end
-if refused_unconfirmed(KEYS, now, ARGV[15], ARGV[3], ARGV[6], tonumber(ARGV[4])) then
+if refused_unconfirmed(KEYS, now, ARGV[15], ARGV[3], ARGV[6], tonumber(ARGV[4]), read) then
   return {'expired', ARGV[15]}
 end
 -- Intake ends it without posting: no delivery in flight holds back the clean-up (finalize.lua).
 if ARGV[10] == '1' then redis.call('HSET', KEYS[1], 'lease_until', 0) end
 if state == 'ended' then
-  audit(KEYS, now, 'refused_ended', ARGV[3], ARGV[6], replica, lease)
+  audit(KEYS, now, 'refused_ended', ARGV[3], ARGV[6], replica, lease, nil, read)
   return {'ended', f[3]}
 end
 if ARGV[8] ~= '' and state ~= ARGV[8] then return {'moved', state} end
 local deadline = tonumber(f[2] or '0')
 if ARGV[5] == '1' and deadline > 0 and now >= deadline then
-  audit(KEYS, now, 'refused_late', ARGV[3], ARGV[6], replica, lease)
+  audit(KEYS, now, 'refused_late', ARGV[3], ARGV[6], replica, lease, nil, read)
   return {'late', tostring(deadline)}
 end
 local out = write_result(KEYS, now, ARGV[1], ARGV[2], votes_json(f[4], ARGV[9] or 'null'), ARGV[3],

@@ -18,19 +18,20 @@ local now = now_ms()
 local f = redis.call('HMGET', KEYS[1], 'state', 'deadline_ms', 'outcome', 'votes', 'msgs', 'withdrawn', 'log')
 local state = f[1]
 if not state then return {'missing'} end
-if refused_unconfirmed(KEYS, now, ARGV[9], ARGV[1], 'vote for option ' .. ARGV[3], tonumber(ARGV[7])) then
+local read = {state, f[7]}  -- for a refusal's audit entry
+if refused_unconfirmed(KEYS, now, ARGV[9], ARGV[1], 'vote for option ' .. ARGV[3], tonumber(ARGV[7]), read) then
   return {'expired', ARGV[9]}
 end
 local retention = tonumber(ARGV[7])
 local option = tonumber(ARGV[3])
 local detail = 'option ' .. ARGV[3]
 if state == 'ended' then
-  audit(KEYS, now, 'refused_ended', ARGV[1], 'vote for ' .. detail)
+  audit(KEYS, now, 'refused_ended', ARGV[1], 'vote for ' .. detail, nil, nil, nil, read)
   return {'ended', f[3]}
 end
 local deadline = tonumber(f[2] or '0')
 if deadline > 0 and now >= deadline then
-  audit(KEYS, now, 'refused_late', ARGV[1], 'vote for ' .. detail)
+  audit(KEYS, now, 'refused_late', ARGV[1], 'vote for ' .. detail, nil, nil, nil, read)
   return {'late', tostring(deadline)}
 end
 local votes = {}
