@@ -335,6 +335,9 @@ class TcpProxy:
     _trigger: bytes | None = None
     blackholed: int = 0
     """Chunks held by the blackhole so far (they flow at the heal)."""
+    connecting: int = 0
+    """Accepted connections whose link to Redis is still being made."""
+    is_reset: bool = False
 
     def __post_init__(self) -> None:
         self._flowing.set()
@@ -348,15 +351,29 @@ class TcpProxy:
         return f"redis://127.0.0.1:{self.port}/0"
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.is_reset:
+            _rst(writer)  # accepted just before a reset, handed over after it: reset with the rest
+            return
         if self.refusing:
             writer.close()
             return
+        # One of the links from the start, so that a cut or a reset while Redis is being connected
+        # to ends it too: else it would come up after the cut, and a client meant to be cut off
+        # from Redis would still reach it through it (the flake of test_e2e_partition's reset).
+        self._links.add(writer)
+        self.connecting += 1
         try:
             up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
         except OSError:
+            self._links.discard(writer)
             writer.close()
             return
-        self._links.update((writer, up_writer))
+        finally:
+            self.connecting -= 1
+        if writer not in self._links:  # cut or reset meanwhile
+            up_writer.close()
+            return
+        self._links.add(up_writer)
         host, port = up_writer.get_extra_info("sockname")[:2]
         self.upstream.add(f"{host}:{port}")
         for src, dst, client in ((reader, up_writer, writer), (up_reader, writer, writer)):
@@ -434,12 +451,9 @@ class TcpProxy:
 
     async def reset(self) -> None:
         """Reset every connection (RST, not FIN); refuse new connects (nothing listens) until ``heal()``."""
+        self.is_reset = True
         for w in list(self._links):
-            sock = w.get_extra_info("socket")
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            w.transport.abort()
+            _rst(w)
         self._links.clear()
         if self._server is not None:
             self._server.close()
@@ -450,6 +464,7 @@ class TcpProxy:
         """The end of a blackhole (everything held is delivered) or of a reset (connects work again)."""
         self._trigger = None
         self._flowing.set()
+        self.is_reset = False
         if self._server is None:
             await self.start()
 
@@ -462,6 +477,15 @@ class TcpProxy:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _rst(writer: asyncio.StreamWriter) -> None:
+    """Close with a TCP RST, not a FIN: what a peer sees when a link is reset."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
 
 
 @dataclass
