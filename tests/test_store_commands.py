@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import OutOfMemoryError
 
 from bot.model import AskRecord, PostedMessage
 from bot.storage.keys import AUDIT_MAX, due_member, slot_tag
@@ -350,3 +351,34 @@ async def test_a_refused_ending_audits_from_the_script_s_one_read(own: tuple[Red
     counts = await _counted(redis)
     assert (counts["hmget"], counts["hset"], counts["rpush"]) == (1, 1, 0), counts
     assert [e.event for e in await store.read_audit(rec.tag, rec.ask_id)][-1] == "refused_ended"
+
+
+async def test_a_result_push_redis_refuses_for_another_reason_fails_the_ending_with_nothing_written(
+    own: tuple[Redis, Store],
+) -> None:
+    # write_result pushes first, in pcall: only WRONGTYPE is a reply_to of another type (recorded as
+    # undelivered, the ask ended). Redis out of memory refuses the push (and every write after it):
+    # the step fails with Redis's own error, the ask is as it was, and it can end once Redis takes it.
+    redis, store = own
+    rec = _record(f"{store.keys.prefix}:reply:m")
+    await _posted(redis, store, rec, 9_000_000_000_000)
+    k = store.ask_keys(rec.tag, rec.ask_id)
+    before = await redis.hgetall(k.ask)  # type: ignore[misc]
+    await redis.config_set("maxmemory", 1)  # noeviction (the default): writes are refused
+    await _counted(redis)
+    try:
+        with pytest.raises(OutOfMemoryError):
+            await _answered(store, rec)
+    finally:
+        await redis.config_set("maxmemory", 0)
+    stats: dict[str, Any] = await redis.info("commandstats")
+    # The script ran (a script that may write is not refused before it starts) and read the hash;
+    # its push was refused, and nothing came after it.
+    assert (await _counted(redis))["hmget"] == 1
+    assert stats["cmdstat_rpush"]["rejected_calls"] == 1 and "cmdstat_hset" not in stats, stats
+    assert await redis.hgetall(k.ask) == before  # type: ignore[misc]
+    assert not await redis.exists(rec.reply_to)
+    assert await _answered(store, rec) == "won"
+    assert await redis.llen(rec.reply_to) == 1  # type: ignore[misc]
+    assert await redis.hget(k.ask, "state") == b"ended"  # type: ignore[misc]
+    assert not await redis.hexists(k.ask, "undelivered")  # type: ignore[misc]
