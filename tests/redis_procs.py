@@ -338,6 +338,7 @@ class TcpProxy:
     connecting: int = 0
     """Accepted connections whose link to Redis is still being made."""
     is_reset: bool = False
+    """Between ``reset()`` and ``heal()``: a connection accepted before the reset is reset too."""
 
     def __post_init__(self) -> None:
         self._flowing.set()
