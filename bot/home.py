@@ -23,6 +23,7 @@ __all__ = [
     "Named",
     "RecentRow",
     "WaitingRow",
+    "indexes_anyone",
     "is_user_id",
     "named_on",
     "soonest_first",
@@ -83,6 +84,15 @@ def named_on(rec: AskRecord) -> Named:
         for mention in step.mention:
             _add(mention, users, emails, groups)
     return Named(frozenset(users), frozenset(emails), frozenset(groups))
+
+
+def indexes_anyone(rec: AskRecord) -> bool:
+    """Whether the ask's start puts it in anyone's index (someone named on it, or a requester who is
+    a user): the superset ``bot.engine.home.Home.index`` indexes. An ask that does not has no set of
+    indexed people to read at its end (resolve.lua skips the read)."""
+    named = named_on(rec)
+    requester = rec.requester.user if rec.requester is not None else None
+    return bool(named.users or named.emails or named.groups) or bool(requester and is_user_id(requester))
 
 
 def _in_any(user: str, groups: Iterable[str], members: Members) -> bool | None:

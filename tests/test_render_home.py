@@ -5,7 +5,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bot.home import HOME_PAGE_SIZE, AskedRow, HomeData, RecentRow, WaitingRow, named_on, waits_for
+from bot.home import (
+    HOME_PAGE_SIZE,
+    AskedRow,
+    HomeData,
+    RecentRow,
+    WaitingRow,
+    indexes_anyone,
+    named_on,
+    waits_for,
+)
 from bot.ids import AskRef
 from bot.model import AskRecord, Target
 from bot.render.home import HomeMeta, render_home
@@ -92,6 +101,20 @@ def test_who_an_ask_waits_for_responders_groups_dm_and_steps_reached() -> None:
     )
     assert not waits_for(approval, 0, "U0ALICE", _none, indexed=True)
     assert waits_for(approval, 0, "U0BOB", _none, indexed=True)
+
+
+def test_an_ask_indexes_anyone_it_names_or_a_requester_who_is_a_user() -> None:
+    # What resolve.lua relies on to skip the read of the ask's own set of indexed people: nobody is
+    # named, and no requester is a user.
+    assert not indexes_anyone(_rec(route=Route(channel="C1")))
+    assert not indexes_anyone(_rec(route=Route(channel="C1"), requester=Requester(user="ci@example.com")))
+    assert indexes_anyone(_rec(route=Route(channel="C1"), requester=Requester(user="U0ALICE")))
+    assert indexes_anyone(_rec(responders=Responders(usergroups=["S0ONCALL"])))
+    assert indexes_anyone(_rec(route=Route(user="dev@example.com")))
+    stepped = _rec(
+        route=Route(channel="C1"), escalate=[EscalationStep(after_ms=1, channel="C2", mention=["U0CAROL"])]
+    )
+    assert indexes_anyone(stepped)
 
 
 def test_empty_state_says_what_the_tab_is_for() -> None:

@@ -22,7 +22,7 @@ from bot.storage.records import ResolveVerdict
 from bot.storage.scripts import SCRIPT_NAMES, script_source
 from bot.storage.store import Lease, Resolution, Store, iso_ms
 from contract import normalize_ask_request
-from contract.envelopes import EscalationStep, Outcome, ResultEnvelope
+from contract.envelopes import EscalationStep, Outcome, Responders, ResultEnvelope
 
 
 def _record(
@@ -715,8 +715,10 @@ async def test_a_person_s_ending_does_the_home_tabs_bookkeeping_in_its_own_round
     redis: Redis, redis_url: str, store: Store, reply_to: str, prefix: str
 ) -> None:
     # On one server the winning resolve.lua does it in its own step: the answerer's recent list, the
-    # tabs of everyone indexed (who opened theirs) marked to publish, and whose they are told.
-    rec = _record(reply_to)
+    # tabs of everyone indexed (who opened theirs) marked to publish, and whose they are told. The
+    # ask names people (here a group of responders, U1 and U3 its members): one that names nobody
+    # indexes nobody (test_store_commands).
+    rec = _record(reply_to).model_copy(update={"responders": Responders(usergroups=["S0ONCALL"])})
     await store.claim_index(rec.ask_id, rec.tag, 600_000)
     await _accept(store, rec)
     await store.home_index(rec.ask_id, rec.tag, None, waiting=["U1", "U3"], asked="U2")

@@ -81,36 +81,69 @@ async def _trail_in_the_hash(redis: Redis, store: Store, rec: AskRecord, entries
     assert await redis.pttl(k.ask) > 0
 
 
-async def test_a_new_ask_s_claim_and_duplicate_check_read_no_clock_and_no_index(
-    own: tuple[Redis, Store],
-) -> None:
-    # No lease is set on an ask nobody has seen (nor on a posted one): nothing to compare with TIME.
-    # The index's value is read only when the claim finds it held (one script on one server).
+async def test_a_new_ask_s_claim_is_one_set_nx_and_nothing_more(own: tuple[Redis, Store]) -> None:
+    # An index the claim sets means no envelope came with this id before: no record to read, no
+    # lease to compare with TIME, no index value to read back.
     redis, store = own
     rec = _record(f"{store.keys.prefix}:reply:a")
     await _counted(redis)
     assert await store.claim_index_state(rec.ask_id, rec.tag, PENDING_TTL_MS) == (rec.tag, None)
     counts = await _counted(redis)
-    assert (counts["time"], counts["hmget"], counts["set"], counts["get"]) == (0, 1, 1, 0), counts
-    assert counts.total() == 2, counts  # no script around them
+    assert counts == Counter({"set": 1}), counts
     assert await redis.get(store.keys.index(rec.ask_id)) == rec.tag.encode()
     assert 0 < await redis.pttl(store.keys.index(rec.ask_id)) <= PENDING_TTL_MS
 
 
-async def test_a_duplicate_of_an_ask_in_flight_reads_the_clock_and_the_index_in_one_more_trip(
+async def test_a_duplicate_reads_the_index_the_state_and_the_clock_in_one_more_trip(
     own: tuple[Redis, Store],
 ) -> None:
-    # The rare second trip: the claim found the index held (GET) and a lease is set (TIME).
+    # The rare second trip: the claim found the index held.
     redis, store = own
     rec = _record(f"{store.keys.prefix}:reply:a2")
     await _posted(redis, store, rec)  # accepted, its 30 s lease live
     await _counted(redis)
     assert await store.claim_index_state(rec.ask_id, rec.tag, PENDING_TTL_MS) == (rec.tag, "in_flight")
     counts = await _counted(redis)
-    assert (counts["hmget"], counts["set"], counts["get"], counts["time"]) == (1, 1, 1, 1), counts
+    assert counts == Counter({"set": 1, "get": 1, "hmget": 1, "time": 1}), counts
     # The lease run out: no longer in flight (accept may take it over).
-    await redis.hset(store.ask_keys(rec.tag, rec.ask_id).ask, "lease_until", 1)  # type: ignore[misc]
+    k = store.ask_keys(rec.tag, rec.ask_id).ask
+    await redis.hset(k, "lease_until", 1)  # type: ignore[misc]
     assert await store.claim_index_state(rec.ask_id, rec.tag, PENDING_TTL_MS) == (rec.tag, "accepted")
+    # Posted, then ended: what intake is told of each (it takes no post token for either).
+    other = _record(f"{store.keys.prefix}:reply:a4", ask_id="ask-4")
+    lease = await _posted(redis, store, other)
+    posted = [PostedMessage(channel="C1", ts="1.1")]
+    assert await store.posted(other.tag, other.ask_id, posted, actor="c1", lease=lease) == "ok"
+    assert await store.claim_index_state(other.ask_id, other.tag, PENDING_TTL_MS) == (other.tag, "posted")
+    assert await _answered(store, other) == "won"
+    assert await store.claim_index_state(other.ask_id, other.tag, PENDING_TTL_MS) == (other.tag, "ended")
+
+
+async def test_a_record_whose_index_is_gone_is_claimed_as_new_and_accept_still_decides(
+    own: tuple[Redis, Store],
+) -> None:
+    # A failover can lose the index while the record survives (they are written apart). The claim
+    # then reads nothing (a post token spent), and accept, which reads the record, says it is posted.
+    redis, store = own
+    rec = _record(f"{store.keys.prefix}:reply:a3")
+    lease = await _posted(redis, store, rec)
+    assert (
+        await store.posted(
+            rec.tag, rec.ask_id, [PostedMessage(channel="C1", ts="1.1")], actor="c1", lease=lease
+        )
+        == "ok"
+    )
+    await redis.delete(store.keys.index(rec.ask_id))
+    assert await store.claim_index_state(rec.ask_id, rec.tag, PENDING_TTL_MS) == (rec.tag, None)
+    verdict = await store.accept(
+        rec,
+        consumer="c2",
+        lease_ms=30_000,
+        pending_ttl_ms=PENDING_TTL_MS,
+        entry_id="2-0",
+        schedule_at_ms=FAR_MS,
+    )
+    assert verdict.verdict == "posted", verdict
 
 
 async def test_a_click_s_look_is_the_clock_then_the_hash_and_nothing_more(own: tuple[Redis, Store]) -> None:
@@ -208,6 +241,13 @@ async def test_a_click_s_ending_reads_the_hash_once_and_keeps_an_earlier_timer_i
     # The result pushed with no TYPE asked first; lifetimes for the hash (its audit entry in it),
     # the reply list and the answerer's "Recently answered" list, nothing else.
     assert (counts["rpush"], counts["type"], counts["pexpire"]) == (1, 0, 3), counts
+    # The answerer's recent list gets it without an LREM first: an ask without votes is put in a
+    # recent list only by the ending that wins, so it cannot be there yet.
+    assert (counts["lpush"], counts["lrem"], counts["ltrim"]) == (1, 0, 1), counts
+    # Nobody is named on the ask, so its start indexed nobody: no set of indexed people to read.
+    assert counts["smembers"] == 0, counts
+    recent = await redis.lrange(store.keys.home_recent("U1"), 0, -1)
+    assert recent == [due_member(rec.ask_id, rec.tag).encode()]
     member = due_member(rec.ask_id, rec.tag)
     assert await redis.zscore(store.keys.due, member) == soon
     await _trail_in_the_hash(redis, store, rec, 3)
@@ -219,6 +259,25 @@ async def test_a_click_s_ending_reads_the_hash_once_and_keeps_an_earlier_timer_i
     assert await _answered(store, other) == "won"
     at = await redis.zscore(store.keys.due, due_member("ask-2", slot_tag(other.reply_to)))
     assert at is not None and now + store.finalize_after_ms <= at < now + store.finalize_after_ms + 5_000
+
+
+async def test_an_approval_ended_by_a_person_who_voted_on_it_is_in_their_recent_list_once(
+    own: tuple[Redis, Store],
+) -> None:
+    # A vote puts the ask in the voter's recent list before the end (Endings.home_after); an ending
+    # of such an ask by the same person moves that row to the front instead of adding a second one.
+    redis, store = own
+    rec = _approval(f"{store.keys.prefix}:reply:v1")
+    await _posted(redis, store, rec)
+    assert (await store.vote(_vote(rec, "U1", 0))).verdict == "counted"
+    await store.home_changed(rec.tag, rec.ask_id, answered_by="U1")
+    await store.home_changed(rec.tag, "other-ask", answered_by="U1")  # a later row, ahead of it
+    await _counted(redis)
+    resolution = Resolution(rec, "cancelled", _prefix_json(rec.ask_id, "cancelled"), "U1", "cancelled")
+    assert (await store.resolve(resolution)).verdict == "won"
+    assert (await _counted(redis))["lrem"] == 1
+    recent = await redis.lrange(store.keys.home_recent("U1"), 0, -1)
+    assert recent == [due_member(rec.ask_id, rec.tag).encode(), due_member("other-ask", rec.tag).encode()]
 
 
 async def test_every_step_of_an_ask_keeps_its_trail_in_its_hash(

@@ -202,18 +202,31 @@ class HomeIndex(StoreBase):
             await self.home_touch_users(others)
         return waiting, asked
 
-    def _home_ended_keys(self, tag: str, ask_id: str, answered_by: str | None) -> tuple[list[str], list[Any]]:
+    def _home_ended_keys(
+        self, tag: str, ask_id: str, answered_by: str | None, *, voted: bool, indexed: bool
+    ) -> tuple[list[str], list[Any]]:
         """What resolve.lua needs, on one server only (every key on the same node), to do
         ``home_changed`` for the ask it ends in the same atomic step (``home_ended`` in _common.lua):
         the keys after its own, and the arguments after its own. Its reply's last element
-        (``_home_ended_parse``) tells whose indexes hold the ask."""
+        (``_home_ended_parse``) tells whose indexes hold the ask. ``voted``: the ask takes votes, and a
+        vote puts it in the voter's recent list before the end; without them only the ending that
+        wins puts it in anyone's, once, so it cannot be there already (no ``LREM`` to look).
+        ``indexed``: its start may have indexed someone (``bot.home.indexes_anyone``); when not, its
+        own set of people does not exist, and is not read."""
         keys = [
             self.keys.for_ask(tag, ask_id).home,
             self.keys.home_opened,
             self.keys.home_dirty,
             *([self.keys.home_recent(answered_by)] if answered_by else []),
         ]
-        return keys, [answered_by or "", RECENT_MAX, self._person_ttl_ms(), HOME_COALESCE_MS]
+        return keys, [
+            answered_by or "",
+            RECENT_MAX,
+            self._person_ttl_ms(),
+            HOME_COALESCE_MS,
+            int(voted),
+            int(indexed),
+        ]
 
     def _home_ended_parse(self, raw: object) -> HomePeople | None:
         if not isinstance(raw, list):

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from bot.errors import NotReplicatedError
+from bot.home import indexes_anyone
 from bot.model import AskRecord, PostedMessage
 from bot.results import parse_result
 from bot.storage.base import Step, time_ms
@@ -71,32 +72,31 @@ class Store(AskReads, Finishing, HomeIndex):
 
     async def claim_index_state(self, ask_id: str, tag: str, ttl_ms: int) -> tuple[str, str | None]:
         """``claim_index``, and the state of the ask already recorded under ``tag`` (None for an ask
-        not seen yet), read in the same round trip: intake takes no post token for an ask posted or ended
-        (a duplicate, a re-send) or ``in_flight`` (accepted under a live lease: accept finds it busy)."""
+        not seen yet): intake takes no post token for an ask posted or ended (a duplicate, a re-send) or
+        ``in_flight`` (accepted under a live lease: accept finds it busy). One round trip for a new
+        ask; a duplicate's state is read in a second."""
         index = self.keys.index(ask_id)
         ask = self.ask_keys(tag, ask_id).ask
         current: Any
         if not self._cluster:
-            # One pipeline, two commands (no script: issue 22): the record's state and the claim. Only
-            # a claim that found the index held reads its value, and only a lease that is set needs
-            # the clock (a new ask has none, a posted one 0): both a duplicate's rare second trip.
-            # Not atomic, and need not be: accept.lua decides; this only spares a duplicate a token.
-            (state, lease_until), claimed = await self._run(
+            # The claim alone (no script: issue 22). An index set just now means no envelope came with
+            # this id before, so there is no record to read. The claim found it held: the index's value,
+            # the record's state and the clock, a duplicate's rare second trip. Not atomic, and need
+            # not be: accept.lua decides; this only spares a duplicate a post token. (A record whose
+            # index is gone, which a failover can do, then costs a token: accept finds it.)
+            claimed = await self._run([lambda pipe: pipe.set(index, tag, nx=True, px=ttl_ms)], confirm=False)
+            if claimed[0]:
+                return tag, None
+            current, (state, lease_until), now = await self._run(
                 [
+                    lambda pipe: pipe.get(index),
                     lambda pipe: pipe.hmget(ask, ["state", "lease_until"]),
-                    lambda pipe: pipe.set(index, tag, nx=True, px=ttl_ms),
+                    lambda pipe: pipe.time(),
                 ],
                 confirm=False,
             )
             until_ms = int(_s(lease_until) or 0) if lease_until else 0
-            more: list[Step] = []
-            if not claimed:
-                more.append(lambda pipe: pipe.get(index))
-            if until_ms > 0:
-                more.append(lambda pipe: pipe.time())
-            replies = await self._run(more, confirm=False) if more else []
-            current = replies[0] if not claimed else tag
-            live = int(until_ms > 0 and until_ms > time_ms(replies[-1]))
+            live = int(until_ms > 0 and until_ms > time_ms(now))
         else:
             _, current, (state, live) = await self._run(
                 [
@@ -350,7 +350,13 @@ class Store(AskReads, Finishing, HomeIndex):
         timer, due, together = self._clean_up_timer(record.ask_id, record.tag)
         keys = [k.ask, k.audit, record.reply_to, *due]
         if home and not self._cluster:
-            home_keys, home_args = self._home_ended_keys(record.tag, record.ask_id, r.actor)
+            home_keys, home_args = self._home_ended_keys(
+                record.tag,
+                record.ask_id,
+                r.actor,
+                voted=record.approval is not None,
+                indexed=indexes_anyone(record),
+            )
             keys += home_keys
             together += home_args
         return [

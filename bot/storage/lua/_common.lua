@@ -230,9 +230,10 @@ local function clean_up_timer(key, at, member)
 end
 
 -- "Recently answered by you": `member` to the front of the person's list `key`, once, keeping the
--- last `max` (home_recent.lua, resolve.lua).
-local function recent_push(key, member, max, ttl_ms)
-  redis.call('LREM', key, 0, member)
+-- last `max` (home_recent.lua, resolve.lua). `listed`: false when the caller knows the list cannot
+-- hold it yet (the one ending of an ask without votes), which spares the LREM's scan.
+local function recent_push(key, member, max, ttl_ms, listed)
+  if listed ~= false then redis.call('LREM', key, 0, member) end
   redis.call('LPUSH', key, member)
   redis.call('LTRIM', key, 0, tonumber(max) - 1)
   redis.call('PEXPIRE', key, tonumber(ttl_ms))
@@ -252,11 +253,14 @@ end
 -- ending instead, bot/storage/home_index.py). keys: the ask's own set of indexed people, the opened
 -- zset, the dirty zset, the answerer's "Recently answered by you" list (nil without an answerer).
 -- The answerer (resolve wrote them as `by`) gets the ask at the head of their recent list; every tab
--- showing it is marked to publish at `at`. Returns the own set's members ("w:<user>", "r:<user>").
+-- showing it is marked to publish at `at` (`listed`: whether a vote may have put it in the recent
+-- list already; `indexed`: false when the ask's start indexed nobody, so that its own set does not
+-- exist). Returns the own set's members ("w:<user>", "r:<user>").
 -- Bookkeeping never fails the ending it rides on: its helpers run in pcall (the tab is drawn from
 -- the records, and `slack-ask check` repairs an index).
-local function home_ended(keys, at, answerer, member, max, ttl_ms)
-  local members = redis.call('SMEMBERS', keys[1])
+local function home_ended(keys, at, answerer, member, max, ttl_ms, listed, indexed)
+  local members = {}
+  if indexed ~= false then members = redis.call('SMEMBERS', keys[1]) end
   local tabs = {keys[2], keys[3]}
   local seen = {}
   local function touch(user)
@@ -265,7 +269,7 @@ local function home_ended(keys, at, answerer, member, max, ttl_ms)
     pcall(home_touch, tabs, at, user)
   end
   if answerer ~= '' and keys[4] then
-    pcall(recent_push, keys[4], member, max, ttl_ms)
+    pcall(recent_push, keys[4], member, max, ttl_ms, listed)
     touch(answerer)
   end
   for _, m in ipairs(members) do touch(string.sub(m, 3)) end

@@ -16,8 +16,11 @@
 -- atomic step (on Cluster the caller sets it first, in a script of its own); and for a person's
 -- ending on one server, KEYS[5..8] the Home keys of home_ended (_common.lua: the ask's own set of
 -- people, opened, dirty, the answerer's recent list), ARGV[18] the answerer ('' = none), ARGV[19]
--- the recent list's max, ARGV[20] its ttl_ms, ARGV[21] the delay (ms) before a publish: the won
--- reply then ends with the people whose indexes hold the ask
+-- the recent list's max, ARGV[20] its ttl_ms, ARGV[21] the delay (ms) before a publish, ARGV[22]
+-- '1' when a vote may have put the ask in the answerer's recent list already ('0': no votes, and only
+-- this ending puts it there), ARGV[23] '0' when the ask's start indexed nobody (bot.home.indexes_anyone:
+-- its own set of people does not exist, and is not read): the won reply then ends with the people
+-- whose indexes hold the ask
 -- Returns {'won', result, msgs} | {'ended', outcome} | {'late', deadline} | {'missing'} | {'moved', state}
 --       | {'stale', holder} (fenced: the lease is no longer the current one; nothing changed)
 --       | {'expired', not_after} (a person's act that arrived after the bot gave up on it)
@@ -58,7 +61,8 @@ if out[1] == 'won' then
   if KEYS[4] then clean_up_timer(KEYS[4], now + tonumber(ARGV[16]), ARGV[17]) end
   if KEYS[5] then
     local homes = {KEYS[5], KEYS[6], KEYS[7], KEYS[8]}
-    out[6] = home_ended(homes, now + tonumber(ARGV[21]), ARGV[18], ARGV[17], ARGV[19], ARGV[20])
+    out[6] = home_ended(homes, now + tonumber(ARGV[21]), ARGV[18], ARGV[17], ARGV[19], ARGV[20],
+      ARGV[22] ~= '0', ARGV[23] ~= '0')
   end
 end
 return out
