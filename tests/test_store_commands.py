@@ -18,6 +18,7 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import OutOfMemoryError
 
+from bot.home import RECENT_MAX
 from bot.model import AskRecord, PostedMessage
 from bot.storage.keys import AUDIT_MAX, due_member, slot_tag
 from bot.storage.store import Lease, Resolution, Store
@@ -242,8 +243,9 @@ async def test_a_click_s_ending_reads_the_hash_once_and_keeps_an_earlier_timer_i
     # the reply list and the answerer's "Recently answered" list, nothing else.
     assert (counts["rpush"], counts["type"], counts["pexpire"]) == (1, 0, 3), counts
     # The answerer's recent list gets it without an LREM first: an ask without votes is put in a
-    # recent list only by the ending that wins, so it cannot be there yet.
-    assert (counts["lpush"], counts["lrem"], counts["ltrim"]) == (1, 0, 1), counts
+    # recent list only by the ending that wins, so it cannot be there yet; and a list not past its
+    # RECENT_MAX is not trimmed.
+    assert (counts["lpush"], counts["lrem"], counts["ltrim"]) == (1, 0, 0), counts
     # Nobody is named on the ask, so its start indexed nobody: no set of indexed people to read.
     assert counts["smembers"] == 0, counts
     recent = await redis.lrange(store.keys.home_recent("U1"), 0, -1)
@@ -259,6 +261,23 @@ async def test_a_click_s_ending_reads_the_hash_once_and_keeps_an_earlier_timer_i
     assert await _answered(store, other) == "won"
     at = await redis.zscore(store.keys.due, due_member("ask-2", slot_tag(other.reply_to)))
     assert at is not None and now + store.finalize_after_ms <= at < now + store.finalize_after_ms + 5_000
+
+
+async def test_a_recent_list_past_its_max_keeps_the_newest_and_only_then_is_trimmed(
+    own: tuple[Redis, Store],
+) -> None:
+    redis, store = own
+    key = store.keys.home_recent("U1")
+    older = [f"old-{i} {store.keys.prefix}:reply:x" for i in range(RECENT_MAX)]
+    await redis.rpush(key, *older)  # type: ignore[misc]
+    rec = _record(f"{store.keys.prefix}:reply:r1")
+    await _posted(redis, store, rec)
+    await _counted(redis)
+    assert await _answered(store, rec) == "won"
+    assert (await _counted(redis))["ltrim"] == 1
+    assert await redis.lrange(key, 0, -1) == [
+        m.encode() for m in [due_member(rec.ask_id, rec.tag), *older[:-1]]
+    ]
 
 
 async def test_an_approval_ended_by_a_person_who_voted_on_it_is_in_their_recent_list_once(

@@ -234,8 +234,8 @@ end
 -- hold it yet (the one ending of an ask without votes), which spares the LREM's scan.
 local function recent_push(key, member, max, ttl_ms, listed)
   if listed ~= false then redis.call('LREM', key, 0, member) end
-  redis.call('LPUSH', key, member)
-  redis.call('LTRIM', key, 0, tonumber(max) - 1)
+  -- LPUSH gives the new length: a list not past `max` has nothing to trim.
+  if redis.call('LPUSH', key, member) > tonumber(max) then redis.call('LTRIM', key, 0, tonumber(max) - 1) end
   redis.call('PEXPIRE', key, tonumber(ttl_ms))
 end
 
