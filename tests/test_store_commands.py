@@ -120,6 +120,24 @@ async def test_a_duplicate_reads_the_index_the_state_and_the_clock_in_one_more_t
     assert await store.claim_index_state(other.ask_id, other.tag, PENDING_TTL_MS) == (other.tag, "ended")
 
 
+async def test_on_cluster_too_a_new_ask_s_claim_is_one_set_nx_and_a_duplicate_reads_its_state(
+    own: tuple[Redis, Store],
+) -> None:
+    # Cluster reads the state with ask_state.lua (it refuses TIME in a pipeline), and only for a claim
+    # that found the index held.
+    redis, store = own
+    store._cluster = True  # one command at a time, in order: the Redis Cluster path of Store._run
+    rec = _record(f"{store.keys.prefix}:reply:c1")
+    await _counted(redis)
+    assert await store.claim_index_state(rec.ask_id, rec.tag, PENDING_TTL_MS) == (rec.tag, None)
+    assert await _counted(redis) == Counter({"set": 1})
+    await _posted(redis, store, rec)
+    await _counted(redis)
+    assert await store.claim_index_state(rec.ask_id, rec.tag, PENDING_TTL_MS) == (rec.tag, "in_flight")
+    counts = await _counted(redis)
+    assert (counts["set"], counts["get"], counts["evalsha"], counts["hmget"]) == (1, 1, 1, 1), counts
+
+
 async def test_a_record_whose_index_is_gone_is_claimed_as_new_and_accept_still_decides(
     own: tuple[Redis, Store],
 ) -> None:

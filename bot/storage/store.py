@@ -77,16 +77,16 @@ class Store(AskReads, Finishing, HomeIndex):
         ask; a duplicate's state is read in a second."""
         index = self.keys.index(ask_id)
         ask = self.ask_keys(tag, ask_id).ask
+        # The claim alone (no script: issue 22). An index set just now means no envelope came with
+        # this id before, so there is no record to read. The claim found it held: the index's value
+        # and the record's state, with its lease in Redis time, a duplicate's rare second trip. Not
+        # atomic, and need not be: accept.lua decides; this only spares a duplicate a post token. (A
+        # record whose index is gone, which a failover can do, then costs a token: accept finds it.)
+        claimed = await self._run([lambda pipe: pipe.set(index, tag, nx=True, px=ttl_ms)], confirm=False)
+        if claimed[0]:
+            return tag, None
         current: Any
         if not self._cluster:
-            # The claim alone (no script: issue 22). An index set just now means no envelope came with
-            # this id before, so there is no record to read. The claim found it held: the index's value,
-            # the record's state and the clock, a duplicate's rare second trip. Not atomic, and need
-            # not be: accept.lua decides; this only spares a duplicate a post token. (A record whose
-            # index is gone, which a failover can do, then costs a token: accept finds it.)
-            claimed = await self._run([lambda pipe: pipe.set(index, tag, nx=True, px=ttl_ms)], confirm=False)
-            if claimed[0]:
-                return tag, None
             current, (state, lease_until), now = await self._run(
                 [
                     lambda pipe: pipe.get(index),
@@ -98,15 +98,9 @@ class Store(AskReads, Finishing, HomeIndex):
             until_ms = int(_s(lease_until) or 0) if lease_until else 0
             live = int(until_ms > 0 and until_ms > time_ms(now))
         else:
-            _, current, (state, live) = await self._run(
-                [
-                    lambda pipe: pipe.set(index, tag, nx=True, px=ttl_ms),
-                    lambda pipe: pipe.get(index),
-                    # A script, not HMGET + TIME: the lease is in Redis time; Cluster refuses TIME in a
-                    # pipeline.
-                    self._script("ask_state", [ask], []),
-                ],
-                confirm=False,
+            # A script, not HMGET + TIME: Cluster refuses TIME in a pipeline.
+            current, (state, live) = await self._run(
+                [lambda pipe: pipe.get(index), self._script("ask_state", [ask], [])], confirm=False
             )
         if current is None or _s(current) == tag:
             seen = _s(state) if state else None
