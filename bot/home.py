@@ -23,6 +23,7 @@ __all__ = [
     "Named",
     "RecentRow",
     "WaitingRow",
+    "asked_of",
     "indexes_anyone",
     "is_user_id",
     "named_on",
@@ -87,12 +88,17 @@ def named_on(rec: AskRecord) -> Named:
 
 
 def indexes_anyone(rec: AskRecord) -> bool:
-    """Whether the ask's start puts it in anyone's index (someone named on it, or a requester who is
-    a user): the superset ``bot.engine.home.Home.index`` indexes. An ask that does not has no set of
-    indexed people to read at its end (resolve.lua skips the read)."""
+    """Whether the ask's start puts it in anyone's index (someone named on it, or ``asked_of``): the
+    superset ``bot.engine.home.Home.index`` indexes. An ask that does not has no set of indexed
+    people to read at its end (resolve.lua skips the read)."""
     named = named_on(rec)
+    return bool(named.users or named.emails or named.groups) or asked_of(rec) is not None
+
+
+def asked_of(rec: AskRecord) -> str | None:
+    """The requester whose "Asked for you" holds the ask: only one given as a user id."""
     requester = rec.requester.user if rec.requester is not None else None
-    return bool(named.users or named.emails or named.groups) or bool(requester and is_user_id(requester))
+    return requester if requester and is_user_id(requester) else None
 
 
 def _in_any(user: str, groups: Iterable[str], members: Members) -> bool | None:

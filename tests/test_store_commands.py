@@ -68,6 +68,16 @@ async def _posted(redis: Redis, store: Store, rec: AskRecord, deadline: int = FA
     return Lease("c1", verdict.token, 0.0)
 
 
+async def _recorded(
+    redis: Redis, store: Store, rec: AskRecord, deadline: int = FAR_MS
+) -> list[PostedMessage]:
+    """``_posted``, and its message recorded under that lease: the ask is posted."""
+    lease = await _posted(redis, store, rec, deadline)
+    posted = [PostedMessage(channel="C1", ts="1.1")]
+    assert await store.posted(rec.tag, rec.ask_id, posted, actor="c1", lease=lease) == "ok"
+    return posted
+
+
 async def _answered(store: Store, rec: AskRecord) -> str:
     resolution = Resolution(rec, "answered", _prefix_json(rec.ask_id), "U1", "answered")
     return (await store.resolve(resolution)).verdict
@@ -112,9 +122,7 @@ async def test_a_duplicate_reads_the_index_the_state_and_the_clock_in_one_more_t
     assert await store.claim_index_state(rec.ask_id, rec.tag, PENDING_TTL_MS) == (rec.tag, "accepted")
     # Posted, then ended: what intake is told of each (it takes no post token for either).
     other = _record(f"{store.keys.prefix}:reply:a4", ask_id="ask-4")
-    lease = await _posted(redis, store, other)
-    posted = [PostedMessage(channel="C1", ts="1.1")]
-    assert await store.posted(other.tag, other.ask_id, posted, actor="c1", lease=lease) == "ok"
+    await _recorded(redis, store, other)
     assert await store.claim_index_state(other.ask_id, other.tag, PENDING_TTL_MS) == (other.tag, "posted")
     assert await _answered(store, other) == "won"
     assert await store.claim_index_state(other.ask_id, other.tag, PENDING_TTL_MS) == (other.tag, "ended")
@@ -145,13 +153,7 @@ async def test_a_record_whose_index_is_gone_is_claimed_as_new_and_accept_still_d
     # then reads nothing (a post token spent), and accept, which reads the record, says it is posted.
     redis, store = own
     rec = _record(f"{store.keys.prefix}:reply:a3")
-    lease = await _posted(redis, store, rec)
-    assert (
-        await store.posted(
-            rec.tag, rec.ask_id, [PostedMessage(channel="C1", ts="1.1")], actor="c1", lease=lease
-        )
-        == "ok"
-    )
+    await _recorded(redis, store, rec)
     await redis.delete(store.keys.index(rec.ask_id))
     assert await store.claim_index_state(rec.ask_id, rec.tag, PENDING_TTL_MS) == (rec.tag, None)
     verdict = await store.accept(
@@ -247,9 +249,7 @@ async def test_a_click_s_ending_reads_the_hash_once_and_keeps_an_earlier_timer_i
     redis, store = own
     soon = 1_000  # a deadline timer long due: earlier than the clean-up time, it is kept
     rec = _record(f"{store.keys.prefix}:reply:d")
-    lease = await _posted(redis, store, rec, soon)
-    posted = [PostedMessage(channel="C1", ts="1.1")]
-    assert await store.posted(rec.tag, rec.ask_id, posted, actor="c1", lease=lease) == "ok"
+    posted = await _recorded(redis, store, rec, soon)
     await _counted(redis)
     won = await store.resolve(Resolution(rec, "answered", _prefix_json(rec.ask_id), "U1", "answered"))
     counts = await _counted(redis)

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from bot.engine.acts import UNAVAILABLE
 from bot.engine.room import Room, Shared
 from bot.errors import SlackError, SlackPermanentError, failure
-from bot.home import AskedRow, HomeData, RecentRow, WaitingRow, is_user_id, named_on, waits_for
+from bot.home import AskedRow, HomeData, RecentRow, WaitingRow, asked_of, named_on, waits_for
 from bot.model import AskRecord
 from bot.render.home import HomeMeta, render_home
 from bot.slack.interactions import BlockAction
@@ -81,9 +81,9 @@ class Home(Room):
                 people.add(await self.slack.resolve_user(email, deadline=time.monotonic() + _LOOKUP_BUDGET_S))
             except SlackError as exc:
                 log.info("home tab: %s not resolved (%s): not indexed for %s", email, exc, rec.ask_id)
-        requester = rec.requester.user if rec.requester is not None else None
-        asked = requester if requester and is_user_id(requester) else None
-        await self.store.home_index(rec.ask_id, rec.tag, rec.deadline_ms, waiting=sorted(people), asked=asked)
+        await self.store.home_index(
+            rec.ask_id, rec.tag, rec.deadline_ms, waiting=sorted(people), asked=asked_of(rec)
+        )
 
     # -- what a tab shows --------------------------------------------------------------------
 
