@@ -123,7 +123,7 @@ class Home(Room):
             ask = found.get(pair)
             if ask is None or ask.state == "ended":
                 stale["asked"].append(pair)
-            elif ask.record.requester is not None and ask.record.requester.user == user:
+            elif asked_of(ask.record) == user:
                 asked.append(AskedRow(ask.record, ask.step, ask.messages, ask.votes))
         for pair in rows.recent:
             ask = found.get(pair)
